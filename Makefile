@@ -1,0 +1,18 @@
+# `make run` and `make test` work on a fresh clone: both build .venv first if needed.
+PY ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+$(STAMP): pyproject.toml requirements-cpu.txt
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements-cpu.txt
+	touch $(STAMP)
+
+.PHONY: setup run test
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/perfmodel estimate
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q

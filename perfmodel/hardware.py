@@ -1,0 +1,141 @@
+"""Hardware presets: one TOML file per GPU in perfmodel/hardware/, every number with its source."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+HARDWARE_DIR = Path(__file__).parent / "hardware"
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
+                  "custom_all_reduce")
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """Alpha-beta parameters of one collective: t = alpha + bus_bytes / busbw."""
+
+    alpha_us: float
+    busbw_gbs: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    """One GPU kind and the node it sits in. Capacities in bytes, rates in GB/s and TFLOP/s."""
+
+    name: str
+    description: str
+    hbm_bytes: float
+    hbm_bw_gbs: float
+    bf16_tflops: float
+    fp8_tflops: float
+    achieved_bf16_tflops: float
+    achieved_fp8_tflops: float
+    achieved_hbm_gbs: float
+    gpus_per_node: int
+    link_type: str
+    link_bw_gbs: float  # per GPU per direction
+    link_latency_us: float
+    host_link: str
+    h2d_bw_gbs: float
+    host_mem_bytes: float
+    collectives: dict  # op name -> Collective (defaults before calibration)
+    profile: str = ""  # name of a calibrated profile in perfmodel/profiles/
+    aliases: tuple = ()
+    sources: dict = dataclasses.field(default_factory=dict)  # field -> source text
+
+    def __post_init__(self):
+        for f in ("hbm_bytes", "hbm_bw_gbs", "bf16_tflops", "achieved_hbm_gbs", "link_bw_gbs"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"hardware {self.name}: {f}={getattr(self, f)} must be > 0")
+        if self.gpus_per_node < 1:
+            raise ValueError(f"hardware {self.name}: gpus_per_node={self.gpus_per_node} must be >= 1")
+        missing = [op for op in COLLECTIVE_OPS if op not in self.collectives]
+        if missing:
+            raise ValueError(f"hardware {self.name}: [collectives] lacks {', '.join(missing)}")
+
+    def matmul_tflops(self, dtype: str) -> float:
+        """Achieved dense matmul rate for a compute dtype (fp8 falls back to bf16 where absent)."""
+        if dtype == "fp8" and self.achieved_fp8_tflops > 0:
+            return self.achieved_fp8_tflops
+        return self.achieved_bf16_tflops
+
+    def peak_tflops(self, dtype: str) -> float:
+        if dtype == "fp8" and self.fp8_tflops > 0:
+            return self.fp8_tflops
+        return self.bf16_tflops
+
+    @property
+    def has_fp8(self) -> bool:
+        return self.fp8_tflops > 0
+
+
+def _value(raw: dict, key: str, path: Path, sources: dict) -> float:
+    try:
+        item = raw[key]
+    except KeyError:
+        raise ValueError(f"{path}: missing field {key!r}") from None
+    if isinstance(item, dict):
+        if "source" not in item:
+            raise ValueError(f"{path}: field {key!r} has no source")
+        sources[key] = item["source"]
+        return item["value"]
+    raise ValueError(f"{path}: field {key!r} must be {{ value = ..., source = \"...\" }}")
+
+
+def load_hardware_file(path: Path) -> Hardware:
+    raw = tomllib.loads(Path(path).read_text())
+    src: dict = {}
+    gb = 1e9
+    coll_raw = raw.get("collectives", {})
+    src["collectives"] = coll_raw.get("source", "")
+    colls = {op: Collective(float(v["alpha_us"]), float(v["busbw_gbs"]))
+             for op, v in coll_raw.items() if isinstance(v, dict)}
+    return Hardware(
+        name=raw["name"], description=raw.get("description", ""),
+        hbm_bytes=_value(raw, "hbm_gb", path, src) * gb,
+        hbm_bw_gbs=_value(raw, "hbm_bw_gbs", path, src),
+        bf16_tflops=_value(raw, "bf16_tflops", path, src),
+        fp8_tflops=_value(raw, "fp8_tflops", path, src),
+        achieved_bf16_tflops=_value(raw, "achieved_bf16_tflops", path, src),
+        achieved_fp8_tflops=_value(raw, "achieved_fp8_tflops", path, src),
+        achieved_hbm_gbs=_value(raw, "achieved_hbm_gbs", path, src),
+        gpus_per_node=int(_value(raw, "gpus_per_node", path, src)),
+        link_type=raw.get("link_type", "nvswitch"),
+        link_bw_gbs=_value(raw, "link_bw_gbs", path, src),
+        link_latency_us=_value(raw, "link_latency_us", path, src),
+        host_link=raw.get("host_link", ""),
+        h2d_bw_gbs=_value(raw, "h2d_bw_gbs", path, src),
+        host_mem_bytes=_value(raw, "host_mem_gb", path, src) * gb,
+        collectives=colls, profile=raw.get("profile", ""),
+        aliases=tuple(raw.get("aliases", ())), sources=src)
+
+
+def hardware_names() -> list[str]:
+    return sorted(p.stem for p in HARDWARE_DIR.glob("*.toml"))
+
+
+def _index() -> dict:
+    idx = {}
+    for p in HARDWARE_DIR.glob("*.toml"):
+        raw = tomllib.loads(p.read_text())
+        for key in (p.stem, raw.get("name", p.stem), *raw.get("aliases", ())):
+            idx[key.lower().replace("-", "_")] = p
+    return idx
+
+
+def load_hardware(name_or_path: str) -> Hardware:
+    """A preset name or alias (h100, h200, a100-80gb, a10, l4, cpu, ...) or a TOML path."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" and p.is_file():
+        return load_hardware_file(p)
+    idx = _index()
+    key = name_or_path.lower().replace("-", "_")
+    if key not in idx:
+        names = sorted({k for k in idx})
+        raise ValueError(f"unknown hardware {name_or_path!r}: choose one of {', '.join(names)}")
+    return load_hardware_file(idx[key])

@@ -1,0 +1,288 @@
+"""ModelSpec: the shapes of a decoder-only LLM, read from a Hugging Face config.json.
+
+Only shapes live here (no weights). Parameter counts, FLOPs and bytes per token are
+derived from them, so every number the perf model uses can be traced to a config file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+MODELS_DIR = Path(__file__).parent / "models"
+
+# Bytes per element of each supported storage dtype.
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "mxfp4": 0.53125}  # mxfp4: 4 bit + 8-bit scale per 32
+
+# Hugging Face ids of the bundled presets (matched case-insensitively, with or without -Instruct).
+HF_IDS = {
+    "meta-llama/llama-3.1-8b": "llama-3.1-8b",
+    "meta-llama/llama-3.1-70b": "llama-3.1-70b",
+    "meta-llama/llama-3.3-70b": "llama-3.3-70b",
+    "meta-llama/llama-3-70b": "llama-3.1-70b",  # same shapes as 3.1-70B (Flying Serving's model)
+    "meta-llama/llama-3.1-405b": "llama-3.1-405b",
+    "meta-llama/llama-2-13b-hf": "llama-2-13b",
+    "meta-llama/llama-2-13b": "llama-2-13b",
+    "meta-llama/llama-2-70b-hf": "llama-2-70b",
+    "meta-llama/llama-2-70b": "llama-2-70b",
+    "codellama/codellama-34b-hf": "codellama-34b",
+    "codellama/codellama-34b": "codellama-34b",
+    "qwen/qwen2.5-32b": "qwen2.5-32b",
+    "qwen/qwen2.5-72b": "qwen2.5-72b",
+    "qwen/qwen3-32b": "qwen3-32b",
+    "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
+    "meta-llama/llama-4-scout-17b-16e": "llama-4-scout-17b-16e",
+    "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b",
+    "mistralai/mixtral-8x7b": "mixtral-8x7b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Shapes of one decoder-only transformer plus its weight and KV storage dtypes."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int  # dense FFN width (per expert for MoE layers: moe_intermediate_size)
+    vocab_size: int
+    max_position_embeddings: int
+    num_experts: int = 0  # routed experts per MoE layer (0: dense)
+    experts_per_token: int = 0
+    num_moe_layers: int = 0
+    shared_expert_size: int = 0  # FFN width of an always-on shared expert (Llama-4)
+    dense_intermediate_size: int = 0  # FFN width of the dense (non-MoE) layers of an MoE model
+    qkv_bias: bool = False
+    tie_embeddings: bool = False
+    sliding_window: int = 0  # window of sliding-attention layers (0: none)
+    num_sliding_layers: int = 0
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+
+    def __post_init__(self):
+        for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"model {self.name}: {f}={getattr(self, f)} must be > 0")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"model {self.name}: num_heads={self.num_heads} is not a multiple of "
+                             f"num_kv_heads={self.num_kv_heads}")
+        for f in ("weight_dtype", "kv_dtype"):
+            if getattr(self, f) not in DTYPE_BYTES:
+                raise ValueError(f"model {self.name}: {f}={getattr(self, f)!r} not one of {sorted(DTYPE_BYTES)}")
+        if self.num_experts and not (0 < self.experts_per_token <= self.num_experts):
+            raise ValueError(f"model {self.name}: experts_per_token={self.experts_per_token} "
+                             f"must be in 1..num_experts={self.num_experts}")
+
+    # ---- storage --------------------------------------------------------------------
+    @property
+    def weight_bytes_per_param(self) -> float:
+        return DTYPE_BYTES[self.weight_dtype]
+
+    @property
+    def kv_bytes_per_elem(self) -> float:
+        return DTYPE_BYTES[self.kv_dtype]
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    # ---- parameter counts (elements) ---------------------------------------------------
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def attn_params_per_layer(self) -> int:
+        """q, k, v, o projections (+ biases): d*(q + 2kv) + q*d."""
+        d = self.hidden_size
+        bias = (self.q_size + 2 * self.kv_size) if self.qkv_bias else 0
+        return d * (self.q_size + 2 * self.kv_size) + self.q_size * d + bias
+
+    def ffn_params(self, width: int) -> int:
+        """SwiGLU FFN: gate + up (d x f each) and down (f x d)."""
+        return 3 * self.hidden_size * width
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def dense_ffn_width(self) -> int:
+        return self.dense_intermediate_size or self.intermediate_size
+
+    @property
+    def ffn_params_total(self) -> int:
+        """All FFN parameters (every expert, shared experts, routers, dense layers)."""
+        moe = self.num_moe_layers * (self.num_experts * self.ffn_params(self.intermediate_size)
+                                     + self.ffn_params(self.shared_expert_size)
+                                     + self.hidden_size * self.num_experts)
+        return moe + self.num_dense_layers * self.ffn_params(self.dense_ffn_width)
+
+    @property
+    def ffn_params_active(self) -> int:
+        """FFN parameters one token touches (top-k experts + shared + router + dense layers)."""
+        moe = self.num_moe_layers * (self.experts_per_token * self.ffn_params(self.intermediate_size)
+                                     + self.ffn_params(self.shared_expert_size)
+                                     + self.hidden_size * self.num_experts)
+        return moe + self.num_dense_layers * self.ffn_params(self.dense_ffn_width)
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus LM head (one matrix when tied)."""
+        return self.vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
+
+    @property
+    def norm_params(self) -> int:
+        return (2 * self.num_layers + 1) * self.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        return (self.num_layers * self.attn_params_per_layer + self.ffn_params_total
+                + self.embedding_params + self.norm_params)
+
+    @property
+    def num_active_params(self) -> int:
+        return (self.num_layers * self.attn_params_per_layer + self.ffn_params_active
+                + self.embedding_params + self.norm_params)
+
+    @property
+    def weight_bytes(self) -> float:
+        """All weights in bytes; embeddings and norms stay bf16 when weights are fp8 (vLLM)."""
+        hi = self.embedding_params + self.norm_params
+        return (self.num_params - hi) * self.weight_bytes_per_param + hi * DTYPE_BYTES["bf16"]
+
+    @property
+    def attn_weight_bytes(self) -> float:
+        return self.num_layers * self.attn_params_per_layer * self.weight_bytes_per_param
+
+    @property
+    def ffn_weight_bytes(self) -> float:
+        return self.ffn_params_total * self.weight_bytes_per_param
+
+    # ---- per-token costs ----------------------------------------------------------------
+    @property
+    def matmul_params_per_token(self) -> int:
+        """Parameters multiplied per token: active params minus the input embedding lookup."""
+        return self.num_active_params - self.vocab_size * self.hidden_size - self.norm_params \
+            + (self.vocab_size * self.hidden_size if self.tie_embeddings else 0)
+
+    def flops_per_token(self, context_len: float = 0.0) -> float:
+        """Forward FLOPs for one token at position `context_len`: 2 x matmul params
+        plus attention 4 * q_size * context per layer (QK^T and PV)."""
+        return 2.0 * self.matmul_params_per_token + 4.0 * self.q_size * self.attended_tokens(context_len)
+
+    def attended_tokens(self, context_len: float) -> float:
+        """Sum over layers of the keys one query attends to, divided by layers (window-aware)."""
+        full = self.num_layers - self.num_sliding_layers
+        win = min(context_len, self.sliding_window) if self.sliding_window else context_len
+        return (full * context_len + self.num_sliding_layers * win) / self.num_layers
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """K and V of one token over all layers: 2 * L * h_kv * d_h * b_kv (full-attention layers;
+        sliding layers hold at most `sliding_window` tokens, see kv_bytes_for_context)."""
+        return 2.0 * self.num_layers * self.kv_size * self.kv_bytes_per_elem
+
+    def kv_bytes_for_context(self, context_len: float) -> float:
+        """KV bytes of one sequence of `context_len` tokens (sliding layers capped at the window)."""
+        per_layer_tok = 2.0 * self.kv_size * self.kv_bytes_per_elem
+        full = self.num_layers - self.num_sliding_layers
+        win = min(context_len, self.sliding_window) if self.sliding_window else context_len
+        return per_layer_tok * (full * context_len + self.num_sliding_layers * win)
+
+    def with_dtypes(self, weights: str | None = None, kv: str | None = None) -> "ModelSpec":
+        return dataclasses.replace(self, weight_dtype=weights or self.weight_dtype,
+                                   kv_dtype=kv or self.kv_dtype)
+
+
+def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
+    """Build a ModelSpec from a parsed Hugging Face config.json (Llama, Qwen2/3, Qwen3-MoE,
+    Mixtral, Llama-4 text, GPT-OSS families)."""
+    mt = cfg.get("model_type", "")
+    if "text_config" in cfg:  # Llama-4 and other multimodal wrappers: the LM is text_config
+        outer_tie = cfg.get("tie_word_embeddings")
+        cfg = {**cfg["text_config"]}
+        if outer_tie is not None:
+            cfg.setdefault("tie_word_embeddings", outer_tie)
+        mt = cfg.get("model_type", mt)
+    name = name or cfg.get("_name_or_path", mt or "model")
+    try:
+        d = int(cfg["hidden_size"])
+        layers = int(cfg["num_hidden_layers"])
+        nh = int(cfg["num_attention_heads"])
+    except KeyError as e:
+        raise ValueError(f"config {name}: missing field {e.args[0]!r}") from None
+    nkv = int(cfg.get("num_key_value_heads") or nh)
+    hd = int(cfg.get("head_dim") or d // nh)
+    n_exp = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    topk = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0) if n_exp else 0
+    ffn = int(cfg.get("intermediate_size", 0))
+    moe_layers, shared, dense_ffn = 0, 0, 0
+    if n_exp:
+        if mt == "qwen3_moe" or mt == "qwen2_moe":
+            step = int(cfg.get("decoder_sparse_step", 1) or 1)
+            skip = set(cfg.get("mlp_only_layers") or [])
+            moe_layers = sum(1 for i in range(layers) if i not in skip and (i + 1) % step == 0)
+            dense_ffn, ffn = ffn, int(cfg.get("moe_intermediate_size", ffn))
+            shared = int(cfg.get("shared_expert_intermediate_size", 0))
+        elif mt.startswith("llama4"):
+            step = int(cfg.get("interleave_moe_layer_step", 1) or 1)
+            moe_layers = sum(1 for i in range(layers) if (i + 1) % step == 0)
+            shared = ffn  # Llama-4: one shared expert of the expert width
+            dense_ffn = int(cfg.get("intermediate_size_mlp", ffn))
+        else:  # Mixtral, GPT-OSS: every layer is MoE
+            moe_layers = layers
+    layer_types = cfg.get("layer_types") or []
+    n_sliding = sum(1 for t in layer_types if t == "sliding_attention")
+    window = int(cfg.get("sliding_window") or 0) if n_sliding else 0
+    if mt == "mixtral" and cfg.get("sliding_window"):
+        window, n_sliding = int(cfg["sliding_window"]), layers
+    bias = bool(cfg.get("attention_bias", mt == "qwen2"))
+    return ModelSpec(
+        name=name, num_layers=layers, hidden_size=d, num_heads=nh, num_kv_heads=nkv, head_dim=hd,
+        intermediate_size=ffn, vocab_size=int(cfg["vocab_size"]),
+        max_position_embeddings=int(cfg.get("max_position_embeddings", 0) or 0),
+        num_experts=n_exp, experts_per_token=topk, num_moe_layers=moe_layers,
+        shared_expert_size=shared, dense_intermediate_size=dense_ffn, qkv_bias=bias,
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        sliding_window=window, num_sliding_layers=n_sliding if window else 0,
+        weight_dtype=weights, kv_dtype=kv)
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
+
+
+def resolve_model_path(name_or_path: str) -> Path:
+    """A preset name, a Hugging Face id of a preset (case-insensitive), or a config.json path."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    if p.is_dir() and (p / "config.json").is_file():
+        return p / "config.json"
+    key = name_or_path.lower().strip()
+    key = HF_IDS.get(key, HF_IDS.get(key.removesuffix("-instruct"), key))
+    cand = MODELS_DIR / f"{key}.json"
+    if cand.is_file():
+        return cand
+    raise ValueError(f"unknown model {name_or_path!r}: not a file, not a preset "
+                     f"({', '.join(preset_names())}) nor a Hugging Face id of one")
+
+
+def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
+    """ModelSpec for a preset name, Hugging Face id or config.json path."""
+    path = resolve_model_path(name_or_path)
+    try:
+        cfg = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    name = path.stem if path.parent == MODELS_DIR else str(path)
+    return from_config(cfg, name=name, weights=weights, kv=kv)
