@@ -1,0 +1,74 @@
+"""Batch: the aggregates of one engine step that its cost depends on (vectorised over steps).
+
+A step's cost depends on its sequences only through these sums, so 100k steps are 100k-long
+arrays and a decode stretch is affine in `decode_kv_tokens` (the simulator's closed form).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """Aggregates of one (or, with arrays, many) engine steps. Token counts are per instance."""
+
+    prefill_tokens: np.ndarray  # new tokens of sequences in prefill (chunks included)
+    prefill_seqs: np.ndarray  # sequences with a prefill chunk in this step
+    prefill_pairs: np.ndarray  # sum over prefill seqs of n*c + n(n+1)/2 (causal query-key pairs)
+    prefill_kv_tokens: np.ndarray  # sum over prefill seqs of c + n (keys read)
+    decode_seqs: np.ndarray  # sequences decoding one token each
+    decode_kv_tokens: np.ndarray  # sum over decode seqs of c + 1 (keys read)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self.prefill_tokens + self.decode_seqs
+
+    @property
+    def seqs(self) -> np.ndarray:
+        return self.prefill_seqs + self.decode_seqs
+
+    def scaled(self, factor) -> "Batch":
+        """Every aggregate times `factor` (a micro-batch of a PP step, a DP share)."""
+        return Batch(*(np.asarray(getattr(self, f.name), dtype=float) * factor
+                       for f in dataclasses.fields(self)))
+
+
+def _arr(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def make_batch(prefill_tokens=0, prefill_seqs=0, prefill_pairs=0, prefill_kv_tokens=0,
+               decode_seqs=0, decode_kv_tokens=0) -> Batch:
+    """Batch from aggregates (scalars or arrays broadcast together)."""
+    vals = np.broadcast_arrays(*(_arr(v) for v in (prefill_tokens, prefill_seqs, prefill_pairs,
+                                                   prefill_kv_tokens, decode_seqs, decode_kv_tokens)))
+    return Batch(*(np.array(v, dtype=float) for v in vals))
+
+
+def batch_from_seqs(new_tokens, context_lens) -> Batch:
+    """One step from per-sequence arrays: `new_tokens[i]` scheduled after `context_lens[i]` cached
+    tokens. A sequence with exactly one new token and a non-empty context decodes; others prefill."""
+    n = np.asarray(new_tokens, dtype=float)
+    c = np.asarray(context_lens, dtype=float)
+    dec = (n == 1) & (c > 0)
+    pre = (n > 0) & ~dec
+    return make_batch(
+        prefill_tokens=n[pre].sum(), prefill_seqs=pre.sum(),
+        prefill_pairs=(n[pre] * c[pre] + n[pre] * (n[pre] + 1) / 2).sum(),
+        prefill_kv_tokens=(c[pre] + n[pre]).sum(),
+        decode_seqs=dec.sum(), decode_kv_tokens=(c[dec] + 1).sum())
+
+
+def prefill_batch(prompt_tokens, seqs=1, cached_tokens=0) -> Batch:
+    """`seqs` sequences each prefilling `prompt_tokens` new tokens after `cached_tokens`."""
+    n, s, c = _arr(prompt_tokens), _arr(seqs), _arr(cached_tokens)
+    return make_batch(prefill_tokens=n * s, prefill_seqs=s, prefill_pairs=s * (n * c + n * (n + 1) / 2),
+                      prefill_kv_tokens=s * (c + n))
+
+
+def decode_batch(seqs, context_tokens) -> Batch:
+    """`seqs` sequences decoding one token each with `context_tokens` keys each (mean)."""
+    s, c = _arr(seqs), _arr(context_tokens)
+    return make_batch(decode_seqs=s, decode_kv_tokens=s * c)

@@ -1,0 +1,95 @@
+"""The collectives one engine step issues, with their nccl-tests sizes (bytes per rank buffer).
+
+One list for the perf model's times and for the kernels' byte counters to be checked against:
+all_reduce size = the reduced tensor; all_gather = the gathered output; all_to_all = the send
+buffer; send_recv = the bytes sent. Sizes are per call on one rank; `calls` is per step.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """`calls` collectives `op` over `group` ranks, each moving `size_bytes` (nccl-tests size)."""
+
+    op: str
+    group: int
+    size_bytes: np.ndarray
+    calls: float
+    where: str  # which part of the model issues it (for breakdowns and docs)
+
+
+def padded_tokens(tokens, sp: int) -> np.ndarray:
+    """Ulysses pads a step's tokens up to a multiple of SP (SYSTEMS.md: 9 tokens on SP=8 -> 16)."""
+    return np.ceil(np.asarray(tokens, dtype=float) / sp) * sp
+
+
+def layer_calls(spec, layout, tokens, moe_layer: bool, act_bytes: float = 2.0) -> list[Call]:
+    """Collectives of one transformer layer on one GPU for `tokens` new tokens of the instance."""
+    tp, sp, ep = layout.tp, layout.sp, layout.ep
+    dh, d = spec.head_dim, spec.hidden_size
+    n_loc = padded_tokens(tokens, sp) / sp  # tokens each SP rank holds
+    calls = []
+    if sp > 1:
+        q_loc = spec.num_heads // tp * dh  # Q width per TP shard
+        kv_tp = max(1, spec.num_kv_heads // tp) * dh  # K (or V) width per TP shard
+        sp_aa, sp_ag = layout.sp_split(spec.num_kv_heads)
+        if sp_ag == 1:  # Q, K, V in one all-to-all: [n/SP, heads_tp] -> [n, heads_tp/SP]
+            calls.append(Call("all_to_all", sp, n_loc * (q_loc + 2 * kv_tp) * act_bytes, 1, "ulysses_qkv"))
+        else:  # Algorithm 1: Q over SP; KV all-to-all over SP_AA, then all-gather over SP_AG
+            calls.append(Call("all_to_all", sp, n_loc * q_loc * act_bytes, 1, "ulysses_q"))
+            if sp_aa > 1:
+                calls.append(Call("all_to_all", sp_aa, n_loc * 2 * kv_tp * act_bytes, 1, "ulysses_kv"))
+            # output: every token's K and V of the one KV head this GPU serves
+            calls.append(Call("all_gather", sp_ag, n_loc * sp * 2 * dh * act_bytes, 1, "ulysses_kv_replicate"))
+        calls.append(Call("all_to_all", sp, n_loc * q_loc * act_bytes, 1, "ulysses_out"))
+    if tp > 1:  # row-parallel O projection and FFN down projection
+        calls.append(Call("all_reduce", tp, n_loc * d * act_bytes, 1, "attn_out"))
+        if not (moe_layer and ep > 1):
+            calls.append(Call("all_reduce", tp, n_loc * d * act_bytes, 1, "ffn_out"))
+    if moe_layer and ep > 1:  # dispatch each token's activation to its top-k experts and back
+        n_moe = n_loc / tp
+        size = n_moe * spec.experts_per_token * d * act_bytes
+        calls.append(Call("all_to_all", ep, size, 1, "moe_dispatch"))
+        calls.append(Call("all_to_all", ep, size, 1, "moe_combine"))
+        if tp > 1:  # gather the TP-split MoE tokens back for the next layer
+            calls.append(Call("all_gather", tp, n_loc * d * act_bytes, 1, "moe_tp_gather"))
+    return calls
+
+
+def step_calls(spec, layout, tokens, seqs, act_bytes: float = 2.0, micro_batches: int = 1) -> list[Call]:
+    """All collectives of one engine step on the busiest GPU: every layer of its pipeline stage,
+    the vocab-parallel embedding and LM head, SP's final all-gather and PP's stage sends.
+    `tokens`/`seqs` are per micro-batch; `micro_batches` multiplies the per-micro-batch calls."""
+    tp, sp, pp = layout.tp, layout.sp, layout.pp
+    d = spec.hidden_size
+    layers = max(layout.layers_per_stage(spec.num_layers))
+    moe_frac = spec.num_moe_layers / spec.num_layers
+    n_moe = round(layers * moe_frac)
+    out = []
+    for moe, count in ((False, layers - n_moe), (True, n_moe)):
+        if count:
+            for c in layer_calls(spec, layout, tokens, moe, act_bytes):
+                out.append(dataclasses.replace(c, calls=c.calls * count * micro_batches))
+    n_loc = padded_tokens(tokens, sp) / sp
+    if tp > 1:  # vocab-parallel embedding (all-reduce) and logits gather of the last tokens
+        out.append(Call("all_reduce", tp, n_loc * d * act_bytes, micro_batches, "embedding"))
+        seqs_loc = np.ceil(np.asarray(seqs, dtype=float) / sp)
+        out.append(Call("all_gather", tp, seqs_loc * spec.vocab_size * act_bytes, micro_batches, "logits"))
+    if sp > 1:  # gather the last hidden states of every token back to all SP ranks
+        out.append(Call("all_gather", sp, padded_tokens(tokens, sp) * d * act_bytes, micro_batches, "sp_output"))
+    if pp > 1:  # hidden states and residual to the next stage (vLLM's IntermediateTensors)
+        out.append(Call("send_recv", 2, 2 * np.asarray(tokens, dtype=float) * d * act_bytes,
+                        micro_batches, "pp_stage"))
+    return out
+
+
+def bytes_by_op(calls: list[Call]) -> dict:
+    """Total nccl-tests bytes per op name over a list of calls (what the kernels count)."""
+    tot: dict = {}
+    for c in calls:
+        tot[c.op] = tot.get(c.op, 0.0) + np.asarray(c.size_bytes, dtype=float) * c.calls
+    return tot

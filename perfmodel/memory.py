@@ -1,0 +1,95 @@
+"""Memory plan: weights per GPU, KV bytes per token per GPU, KV capacity in tokens.
+
+KV capacity of an instance = (HBM * gpu_memory_utilization - reserve - weights) / KV bytes per
+token per GPU, on the fullest GPU: every GPU of an instance stores a slice of every token's KV
+(TP and SP split heads, PP splits layers), so the instance holds as many tokens as one GPU does.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .framework import DEFAULT_FRAMEWORK, Framework
+from .modelspec import DTYPE_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU bytes and the resulting KV capacity of one instance."""
+
+    weight_bytes_per_gpu: float
+    extra_bytes_per_gpu: float  # second weight copy (Shift), SiDP cache slots
+    kv_bytes_per_token_per_gpu: float
+    usable_bytes_per_gpu: float  # HBM * utilisation - reserve
+    kv_capacity_tokens: int
+
+    @property
+    def fits(self) -> bool:
+        return self.kv_capacity_tokens > 0
+
+    @property
+    def kv_bytes_per_gpu(self) -> float:
+        return max(0.0, self.usable_bytes_per_gpu - self.weight_bytes_per_gpu - self.extra_bytes_per_gpu)
+
+
+def weight_bytes_per_gpu(spec, layout, ffn_owner_group: int = 1) -> float:
+    """Weight bytes on the fullest GPU. TP shards attention/FFN/vocab, PP splits layers (the first
+    stage holds the embedding, the last the LM head; both counted on the fullest stage), SP
+    replicates, EP splits routed experts (full width) instead of TP. `ffn_owner_group` > 1: SiDP,
+    each FFN layer stored on one of that many GPUs."""
+    tp, pp = layout.tp, layout.pp
+    b = spec.weight_bytes_per_param
+    layers = max(layout.layers_per_stage(spec.num_layers))
+    frac = layers / spec.num_layers
+    attn = spec.num_layers * spec.attn_params_per_layer * frac / tp * b
+    routed = spec.num_moe_layers * spec.num_experts * spec.ffn_params(spec.intermediate_size)
+    ffn_other = spec.ffn_params_total - routed
+    ffn = (ffn_other / tp + routed / (layout.ep if layout.ep > 1 else tp)) * frac * b
+    ffn = ffn / ffn_owner_group
+    hi = DTYPE_BYTES["bf16"]  # embeddings / LM head / norms stay bf16 in fp8 checkpoints
+    vocab = spec.vocab_size * spec.hidden_size / tp * hi * (1 if spec.tie_embeddings or pp > 1 else 2)
+    norms = spec.norm_params * frac * hi
+    return attn + ffn + vocab + norms
+
+
+def kv_bytes_per_token_per_gpu(spec, layout) -> float:
+    """K and V of one token on one GPU: its stage's layers x its KV heads (replicated when
+    tp*sp > KV heads) x 2 x head_dim x bytes."""
+    layers = max(layout.layers_per_stage(spec.num_layers))
+    kvh = layout.kv_heads_per_gpu(spec.num_kv_heads)
+    return 2.0 * layers * kvh * spec.head_dim * spec.kv_bytes_per_elem
+
+
+def plan(spec, layout, hw, fw: Framework = DEFAULT_FRAMEWORK, extra_bytes_per_gpu: float = 0.0,
+         ffn_owner_group: int = 1) -> MemoryPlan:
+    """MemoryPlan of one instance of `layout` on `hw` (DP replicas each get their own)."""
+    w = weight_bytes_per_gpu(spec, layout, ffn_owner_group)
+    kv_tok = kv_bytes_per_token_per_gpu(spec, layout)
+    usable = hw.hbm_bytes * fw.gpu_memory_utilization - fw.reserve_bytes
+    cap = int(max(0.0, usable - w - extra_bytes_per_gpu) // kv_tok)
+    return MemoryPlan(w, extra_bytes_per_gpu, kv_tok, usable, cap)
+
+
+def shift_plan(spec, base, hw, fw: Framework = DEFAULT_FRAMEWORK) -> MemoryPlan:
+    """Shift Parallelism: base (SP x TP) weights W/tp plus the shift model (TP = sp*tp) W/(sp*tp)
+    on every GPU (separate-models strategy, SYSTEMS.md 2), one KV cache in the base layout."""
+    from .layout import ParallelLayout
+
+    shift = ParallelLayout(tp=base.tp * base.sp, pp=base.pp)
+    return plan(spec, base, hw, fw, extra_bytes_per_gpu=weight_bytes_per_gpu(spec, shift))
+
+
+def sidp_plan(spec, hw, dp: int, tp: int = 1, cache_slots: int = 2,
+              fw: Framework = DEFAULT_FRAMEWORK) -> MemoryPlan:
+    """SiDP: attention weights replicated, FFN layers owned one per rank of the DP group
+    (W_attn + W_ffn/D), plus `cache_slots` buffers of one layer's FFN weights for WaS fetches."""
+    from .layout import ParallelLayout
+
+    layout = ParallelLayout(tp=tp)
+    per_layer_ffn = spec.ffn_params_total / spec.num_layers * spec.weight_bytes_per_param / tp
+    return plan(spec, layout, hw, fw, extra_bytes_per_gpu=cache_slots * per_layer_ffn, ffn_owner_group=dp)
+
+
+def cpu_kv_buffer_bytes(hw, fraction: float = 0.5, gpus: int | None = None) -> float:
+    """Seesaw's CPU KV store: `fraction` of host memory, shared by the node's GPUs (per GPU)."""
+    gpus = gpus or hw.gpus_per_node
+    return hw.host_mem_bytes * fraction / gpus
