@@ -41,3 +41,25 @@ class Framework:
 
 
 DEFAULT_FRAMEWORK = Framework()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SchedulerLimits:
+    """vLLM v1 continuous-batching limits: token budget per step and running sequences."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 1024
+
+    def __post_init__(self):
+        if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
+            raise ValueError(f"max_num_batched_tokens={self.max_num_batched_tokens} and "
+                             f"max_num_seqs={self.max_num_seqs} must be >= 1")
+
+
+def vllm_default_limits(hw) -> SchedulerLimits:
+    """vLLM v1's defaults for its OpenAI server (EngineArgs._set_default_args_v1, vLLM 0.9):
+    8192 tokens / 1024 seqs on GPUs with >= 70 GiB other than A100 (H100, H200, B200),
+    2048 / 256 otherwise."""
+    if hw.hbm_bytes >= 70 * 2**30 and "a100" not in hw.name:
+        return SchedulerLimits(8192, 1024)
+    return SchedulerLimits(2048, 256)

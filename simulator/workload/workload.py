@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -50,18 +48,27 @@ def make_workload(columns: dict, source: str = "<memory>", **meta) -> Workload:
     """Build a Workload from column arrays: fills defaults, stable-sorts by time, rebases to 0 s."""
     n = len(columns["arrival_s"])
     df = pd.DataFrame({
-        "request_id": columns.get("request_id", np.arange(n, dtype=np.int64)),
+        "request_id": _ids(columns.get("request_id"), n),
         "arrival_s": np.asarray(columns["arrival_s"], dtype=np.float64),
         "input_tokens": np.asarray(columns["input_tokens"], dtype=np.int64),
         "output_tokens": np.asarray(columns["output_tokens"], dtype=np.int64),
         "priority": np.asarray(columns.get("priority", np.zeros(n)), dtype=np.int64),
     })
-    for name in OPTIONAL:
-        if columns.get(name) is not None:
-            df[name] = columns[name]
+    if columns.get("session_id") is not None:
+        df["session_id"] = pd.array(columns["session_id"], dtype="str")
+    if columns.get("prefix_blocks") is not None:
+        df["prefix_blocks"] = pd.Series([tuple(b) for b in columns["prefix_blocks"]], dtype=object)
     if not df["arrival_s"].is_monotonic_increasing:
         df = df.sort_values("arrival_s", kind="stable")  # equal times keep file order
     return Workload(rebase(df), source=str(source), **meta)
+
+
+def _ids(ids, n: int):
+    """Request ids as int64 (default 0..n-1) or, if any is not an integer, as text."""
+    if ids is None:
+        return np.arange(n, dtype=np.int64)
+    s = pd.Series(ids).infer_objects()
+    return s.astype(np.int64) if pd.api.types.is_integer_dtype(s.dtype) else s.astype("str")
 
 
 def rebase(df: pd.DataFrame) -> pd.DataFrame:
@@ -138,16 +145,3 @@ def summarize(w: Workload) -> dict:
         out["prefix_blocks_unique"] = len({b for blocks in df["prefix_blocks"] for b in blocks})
     return out
 
-
-def write_csv(w: Workload, path: str | Path) -> Path:
-    """Write the canonical CSV (floats at full repr precision, so reading it back is exact)."""
-    df = w.requests
-    cols = ["arrival_s", "input_tokens", "output_tokens", "priority", "request_id"]
-    out = df[cols].copy()
-    if "session_id" in df.columns:
-        out["session_id"] = df["session_id"]
-    if "prefix_blocks" in df.columns:  # space-separated block hashes, '' for none
-        out["prefix_blocks"] = [" ".join(map(str, b)) for b in df["prefix_blocks"]]
-    path = Path(path)
-    out.to_csv(path, index=False)
-    return path

@@ -1,0 +1,135 @@
+"""`perfmodel estimate|calibrate|validate|models|hardware`: the perf model from the command line."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from .framework import DEFAULT_FRAMEWORK
+from .hardware import hardware_names, load_hardware
+from .layout import LayoutError
+from .modelspec import load_model, preset_names
+
+ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_per_s", "max_context_tokens")
+
+
+def resolve_profile(hw, name: str | None):
+    """The calibrated profile: 'none' -> None (datasheet roofline), a path/name, or hw's default."""
+    if name == "none":
+        return None
+    try:
+        from .calibration.profile import default_profile, load_profile
+    except ImportError:  # calibration package not installed in this checkout
+        return None
+    return load_profile(name) if name else default_profile(hw)
+
+
+def _explain(spec, hw, prof, args, out) -> None:
+    """Per-term breakdown of the first prefill step and a mid-generation decode step."""
+    from .batch import decode_batch, prefill_batch
+    from .estimate import deployment
+
+    fw = DEFAULT_FRAMEWORK
+    src = getattr(prof, "describe", None)
+    print(f"\nprofile: {getattr(prof, 'name', None) or 'none (datasheet roofline: ' + hw.name + ')'}", file=out)
+    for strategy in split_strategies(args.strategies):
+        dep = deployment(strategy, spec, hw, args.gpus, fw, args.threshold)
+        from .cost import step_cost
+        from .framework import vllm_default_limits
+        n = min(args.input, vllm_default_limits(hw).max_num_batched_tokens)
+        for label, batch, tokens in (("prefill step", prefill_batch(n), n),
+                                     ("decode step", decode_batch(1, args.input + args.output // 2), 1)):
+            lay = dataclasses.replace(dep.layout_for(tokens), dp=1)
+            terms = step_cost(spec, lay, hw, batch, prof, fw).breakdown()
+            total = sum(terms.values())
+            print(f"{strategy} [{lay}] {label}: {1e3 * total:.3f} ms", file=out)
+            for k, v in terms.items():
+                if v > 0:
+                    how = src(k) if src else "datasheet roofline / Framework defaults"
+                    print(f"  {k:16s} {1e3 * v:9.3f} ms  {100 * v / total:5.1f}%  <- {how}", file=out)
+
+
+def estimate_main(args, out=None) -> int:
+    from .estimate import estimate
+
+    out = out or sys.stdout
+    spec = load_model(args.model, weights=args.weights, kv=args.kv_dtype)
+    hw = load_hardware(args.hardware)
+    prof = resolve_profile(hw, args.profile)
+    rows = [estimate(s, spec, hw, args.gpus, args.input, args.output, prof=prof,
+                     threshold_tokens=args.threshold) for s in split_strategies(args.strategies)]
+    if args.format == "json":
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+    elif args.format == "csv":
+        import pandas as pd
+
+        pd.DataFrame(rows).to_csv(out, index=False)
+    else:
+        print(f"{spec.name} ({args.weights} weights, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
+              f"{args.input} in / {args.output} out; profile: "
+              f"{getattr(prof, 'name', None) or 'datasheet'}", file=out)
+        print(f"{'strategy':10s} {'layout':22s} {'TTFT ms':>9s} {'TPOT ms':>9s} {'tok/s (sat.)':>13s} "
+              f"{'max context':>12s}", file=out)
+        for r in rows:
+            print(f"{r['strategy']:10s} {r['layout']:22s} {r['ttft_ms']:9.1f} {r['tpot_ms']:9.2f} "
+                  f"{r['throughput_tokens_per_s']:13,.0f} {r['max_context_tokens']:12,d}", file=out)
+        if args.explain:
+            _explain(spec, hw, prof, args, out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="perfmodel", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("estimate", help="TTFT, TPOT, saturated throughput and max context per strategy")
+    e.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
+    e.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())}) or TOML path")
+    e.add_argument("--gpus", type=int, default=8)
+    e.add_argument("--weights", default="fp8", choices=("bf16", "fp8"))
+    e.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"))
+    e.add_argument("--input", type=int, default=4096, help="input tokens per request")
+    e.add_argument("--output", type=int, default=250, help="output tokens per request")
+    e.add_argument("--strategies", default="dp,tp,sp,shift", help="comma list of dp,tp,pp,sp,shift,ep; layouts like tp=2,pp=4 are separated by ';'")
+    e.add_argument("--threshold", type=int, default=256, help="Shift's token threshold")
+    e.add_argument("--profile", default=None, help="calibrated profile JSON or name; 'none' for the datasheet roofline")
+    e.add_argument("--explain", action="store_true", help="per-term breakdown and where each term came from")
+    e.add_argument("--format", default="table", choices=("table", "csv", "json"))
+    sub.add_parser("models", help="list bundled model presets")
+    sub.add_parser("hardware", help="list hardware presets")
+    try:
+        from .calibration import cli as cal
+        cal.add_calibrate_args(sub.add_parser("calibrate", help="fit a calibrated profile from measurements"))
+        cal.add_validate_args(sub.add_parser("validate", help="predicted vs measured error per op"))
+    except ImportError:
+        pass
+    return p
+
+
+def split_strategies(text: str) -> list[str]:
+    """'dp,tp,sp' -> 3 names; layouts are comma lists themselves, so 'tp=2,pp=4;tp=8' splits on ';'."""
+    sep = ";" if "=" in text else ","
+    return [s.strip() for s in text.split(sep) if s.strip()]
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cmd == "estimate":
+            return estimate_main(args)
+        if args.cmd == "models":
+            print("\n".join(preset_names()))
+            return 0
+        if args.cmd == "hardware":
+            print("\n".join(hardware_names()))
+            return 0
+        from .calibration import cli as cal
+        return cal.calibrate_main(args) if args.cmd == "calibrate" else cal.validate_main(args)
+    except (ValueError, LayoutError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Command-line edge: trace flags for any command, `describe` and `convert` subcommands."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+from . import transforms as tf
+from .canonical import write_csv
+from .errors import TraceError, TraceWarning
+from .load import load_trace
+from .readers import READERS
+from .workload import Workload
+
+SPEC_HELP = "synthetic:KIND?key=value&... with KIND poisson|gamma|onoff|batch (traces/README.md)"
+
+
+def add_trace_args(parser: argparse.ArgumentParser, *, default_trace: str | None = "burstgpt.csv",
+                   seed: bool = True) -> argparse.ArgumentParser:
+    """Add --trace and the reading / transformation flags (pass seed=False if --seed exists)."""
+    g = parser.add_argument_group("workload")
+    g.add_argument("--trace", default=default_trace, metavar="FILE|NAME|SPEC",
+                   help=f"trace file, bundled trace name (traces/), or {SPEC_HELP}")
+    g.add_argument("--trace-format", choices=sorted(READERS), help="skip format sniffing")
+    g.add_argument("--drop-failed", action="store_true",
+                   help="BurstGPT: exclude failed requests (0 response tokens) instead of "
+                        "keeping them as prefill-only")
+    g.add_argument("--burstgpt-model", metavar="ChatGPT|GPT-4", help="BurstGPT: keep one model")
+    g.add_argument("--strict", action="store_true",
+                   help="reject timestamps that go backwards instead of sorting with a warning")
+    g.add_argument("--time-window", metavar="START:END", help="keep arrivals in [START, END) s")
+    g.add_argument("--sample", metavar="N|FRACTION", help="random subset of requests (seeded)")
+    g.add_argument("--rate-scale", type=float, metavar="K",
+                   help="multiply the arrival rate by K (inter-arrivals divided by K)")
+    g.add_argument("--max-context-clip", metavar="TOKENS|MODEL",
+                   help="clip input+output to a context length or a model's max_position_embeddings")
+    if seed:
+        g.add_argument("--seed", type=int, default=0, help="seed for synthetic traces and --sample")
+    return parser
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """Load args.trace and apply window -> sample -> rate scale -> clip; warnings go to stderr."""
+    if not args.trace:
+        raise TraceError("--trace", "no trace given (a file, a bundled name, or a synthetic: spec)")
+    seed = getattr(args, "seed", 0) or 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TraceWarning)
+        w = load_trace(args.trace, args.trace_format, strict=args.strict,
+                       drop_failed=args.drop_failed, burstgpt_model=args.burstgpt_model, seed=seed)
+    for msg in caught:
+        print(f"warning: {msg.message}", file=sys.stderr)
+    if args.time_window:
+        w = tf.time_window(w, *tf.parse_window(args.time_window))
+    if args.sample:
+        w = tf.sample(w, seed=seed, **tf.parse_sample(args.sample))
+    if args.rate_scale is not None:
+        w = tf.rate_scale(w, args.rate_scale)
+    if args.max_context_clip:
+        w = tf.clip_context(w, _context_tokens(args.max_context_clip))
+    return w
+
+
+def _context_tokens(value: str) -> int:
+    """An integer token count, or a model preset / config.json whose max context to use."""
+    if value.isdigit():
+        return int(value)
+    from perfmodel.modelspec import load_model  # local: only this flag needs the perf model
+
+    try:
+        ctx = load_model(value).max_position_embeddings
+    except ValueError as e:
+        raise TraceError(value, str(e), field="--max-context-clip") from None
+    if ctx <= 0:
+        raise TraceError(value, "model config has no max_position_embeddings",
+                         field="--max-context-clip")
+    return ctx
+
+
+def format_summary(w: Workload) -> str:
+    """The summary as an aligned two-column table plus the notes of what was changed."""
+    rows = []
+    for key, v in w.summary().items():
+        if isinstance(v, float):  # 4 significant digits, but whole numbers of seconds/tokens above
+            v = "n/a" if v != v else f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
+        elif isinstance(v, dict):
+            v = ", ".join(f"{k}: {c}" for k, c in v.items())
+        rows.append((key, str(v)))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines += [f"note: {n}" for n in w.notes]
+    return "\n".join(lines)
+
+
+def describe(w: Workload, plot_path: str | None = None, as_json: bool = False, out=None) -> None:
+    """Print the summary (table or JSON) and optionally write the histogram figure."""
+    out = out or sys.stdout
+    if as_json:
+        print(json.dumps({**w.summary(), "notes": list(w.notes)}, indent=2, default=str), file=out)
+    else:
+        print(format_summary(w), file=out)
+    if plot_path:
+        from .plot import plot_workload  # local: matplotlib only when a plot is asked for
+
+        print(f"plot: {plot_workload(w, plot_path)}", file=out)
+
+
+def describe_main(argv: list[str] | None = None) -> int:
+    """`describe TRACE [--plot out.png] [--json] [trace flags]`: exit 0, or 2 on bad input."""
+    p = argparse.ArgumentParser(prog="python -m simulator.workload describe",
+                                description="Summarize a trace: rate, burstiness, lengths.")
+    p.add_argument("file", nargs="?", metavar="TRACE", help="same as --trace")
+    add_trace_args(p, default_trace=None)
+    p.add_argument("--plot", metavar="PATH", help="write inter-arrival / length histograms (PNG)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = p.parse_args(argv)
+    args.trace = args.file or args.trace
+    return _run(lambda: describe(workload_from_args(args), args.plot, args.json))
+
+
+def convert_main(argv: list[str] | None = None) -> int:
+    """`convert TRACE OUT.csv [trace flags]`: write any trace or spec as canonical CSV."""
+    p = argparse.ArgumentParser(prog="python -m simulator.workload convert",
+                                description="Write a trace (after flags) as canonical CSV.")
+    p.add_argument("file", metavar="TRACE")
+    p.add_argument("out", metavar="OUT.csv")
+    add_trace_args(p, default_trace=None)
+    args = p.parse_args(argv)
+    args.trace = args.file
+
+    def run():
+        w = workload_from_args(args)
+        print(f"wrote {len(w)} requests to {write_csv(w, args.out)}")
+    return _run(run)
+
+
+def _run(fn) -> int:
+    """Exit code 0, or 2 with one `error:` line on stderr for bad input (never a traceback)."""
+    try:
+        fn()
+    except TraceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # e.g. the --plot or OUT path is not writable
+        print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m simulator.workload describe|convert ...`."""
+    argv = sys.argv[1:] if argv is None else argv
+    commands = {"describe": describe_main, "convert": convert_main}
+    if not argv or argv[0] not in commands:
+        print("usage: python -m simulator.workload {describe,convert} TRACE [options] "
+              "(--help for each)", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return commands[argv[0]](argv[1:])
