@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml requirements-cpu.txt
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/perfmodel estimate
+	$(VENV)/bin/simulate --trace burstgpt.csv --policy shift
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q

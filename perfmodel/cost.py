@@ -53,11 +53,11 @@ def _expert_gemm_s(spec, layout, hw, n_loc, prof):
     return np.where(n_loc > 0, active * per, 0.0)
 
 
-def _layer_compute_s(spec, layout, hw, batch: Batch, moe: bool, prof, fw: Framework):
-    """(gemm, attention, elementwise) seconds of one layer on one GPU."""
+def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework):
+    """(gemm, elementwise) seconds of one layer on one GPU for `tokens` new tokens."""
     tp, sp = layout.tp, layout.sp
     d, dh, wd = spec.hidden_size, spec.head_dim, spec.weight_dtype
-    n_loc = padded_tokens(batch.tokens, sp) / sp
+    n_loc = padded_tokens(tokens, sp) / sp
     q_tp = spec.num_heads // tp * dh
     kv_tp = max(1, spec.num_kv_heads // tp) * dh
     gemm = (ops.gemm_time_s(n_loc, q_tp + 2 * kv_tp, d, wd, hw, prof)
@@ -71,52 +71,92 @@ def _layer_compute_s(spec, layout, hw, batch: Batch, moe: bool, prof, fw: Framew
     else:
         f = spec.dense_ffn_width / tp
         gemm = gemm + ops.gemm_time_s(n_loc, 2 * f, d, wd, hw, prof) + ops.gemm_time_s(n_loc, d, f, wd, hw, prof)
-    # attention after the Ulysses all-to-all: all tokens, this GPU's heads
-    shards = tp * sp
-    heads = spec.num_heads // shards
-    kvh = max(1, spec.num_kv_heads // shards)
-    win_frac = spec.num_sliding_layers / spec.num_layers if spec.sliding_window else 0.0
-    pairs, pkv, dkv = batch.prefill_pairs, batch.prefill_kv_tokens, batch.decode_kv_tokens
-    if win_frac:  # sliding layers read at most `sliding_window` keys per query
-        w = spec.sliding_window
-        dkv = dkv * (1 - win_frac) + np.minimum(dkv, batch.decode_seqs * w) * win_frac
-        pairs = pairs * (1 - win_frac) + np.minimum(pairs, batch.prefill_tokens * w) * win_frac
-        pkv = pkv * (1 - win_frac) + np.minimum(pkv, batch.prefill_seqs * w + batch.prefill_tokens) * win_frac
-    attn = (ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
-            + ops.attn_decode_time_s(batch.decode_seqs, dkv, heads, kvh, dh, spec.kv_dtype, hw, prof))
     # norms (2 x read+write n*d), rotary (q, k), SiLU*mul (read 2f write f), residual adds, KV write
     f_tp = (spec.dense_ffn_width if not moe else spec.intermediate_size * spec.experts_per_token) / tp
     ew_bytes = n_loc * ACT_BYTES * (8 * d + 3 * f_tp + 2 * (q_tp + kv_tp))
     elementwise = ops.elementwise_time_s(ew_bytes, hw) + fw.misc_kernels_per_layer * fw.misc_kernel_floor_s
-    return gemm, attn, np.where(n_loc > 0, elementwise, 0.0)
+    return gemm, np.where(n_loc > 0, elementwise, 0.0)
+
+
+def _layer_attention_s(spec, layout, hw, batch: Batch, prof):
+    """Attention of one layer on one GPU: all tokens of the step (after the Ulysses all-to-all),
+    this GPU's heads; sliding-window layers read at most `sliding_window` keys per query."""
+    shards = layout.tp * layout.sp
+    heads = spec.num_heads // shards
+    kvh = max(1, spec.num_kv_heads // shards)
+    dh = spec.head_dim
+    win_frac = spec.num_sliding_layers / spec.num_layers if spec.sliding_window else 0.0
+    pairs, pkv, dkv = batch.prefill_pairs, batch.prefill_kv_tokens, batch.decode_kv_tokens
+    if win_frac:
+        w = spec.sliding_window
+        dkv = dkv * (1 - win_frac) + np.minimum(dkv, batch.decode_seqs * w) * win_frac
+        pairs = pairs * (1 - win_frac) + np.minimum(pairs, batch.prefill_tokens * w) * win_frac
+        pkv = pkv * (1 - win_frac) + np.minimum(pkv, batch.prefill_seqs * w + batch.prefill_tokens) * win_frac
+    return (ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
+            + ops.attn_decode_time_s(batch.decode_seqs, dkv, heads, kvh, dh, spec.kv_dtype, hw, prof))
+
+
+def _stage_layers(spec, layout) -> tuple[int, int]:
+    """(dense layers, MoE layers) of the busiest pipeline stage."""
+    layers = max(layout.layers_per_stage(spec.num_layers))
+    n_moe = round(layers * spec.num_moe_layers / spec.num_layers)
+    return layers - n_moe, n_moe
+
+
+def _collective_s(c, layout, hw, prof, fw: Framework):
+    """Seconds of one Call entry (all its calls) on the stage."""
+    if c.op == "all_reduce":
+        t = ops.all_reduce_time_s(c.size_bytes, c.group, hw, prof, custom=fw.custom_all_reduce)
+    else:
+        t = ops.collective_time_s(c.op, c.size_bytes, c.group, hw, prof)
+        if c.where.startswith("ulysses"):
+            t = t + np.where(np.asarray(c.size_bytes) > 0, fw.eager_op_overhead_s, 0.0)
+    if c.where == "logits":  # once per step on the last stage, spread over the pp stage-times
+        t = t / layout.pp
+    return c.calls * t
+
+
+def token_terms(spec, layout, hw, tokens, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> dict:
+    """Terms of one micro-batch on the busiest stage that depend only on its token count:
+    layer GEMMs, elementwise kernels and every collective but the logits gather."""
+    tokens = np.asarray(tokens, dtype=float)
+    terms = {t: np.zeros_like(tokens) for t in TERMS}
+    for moe, count in zip((False, True), _stage_layers(spec, layout)):
+        if count:
+            g, e = _layer_gemm_ew_s(spec, layout, hw, tokens, moe, prof, fw)
+            terms["gemm"] = terms["gemm"] + count * g
+            terms["elementwise"] = terms["elementwise"] + count * e
+    for c in step_calls(spec, layout, tokens, np.zeros_like(tokens), ACT_BYTES):
+        if c.where != "logits":
+            terms[c.op] = terms[c.op] + _collective_s(c, layout, hw, prof, fw)
+    return terms
+
+
+def seq_terms(spec, layout, hw, seqs, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> dict:
+    """Terms that depend only on the sequences of the step: the LM head on each sequence's last
+    token (vocab-parallel, bf16 even in fp8 checkpoints) and the logits all-gather; with PP the last
+    stage runs them, charged as 1/pp of each of the pp stage-times."""
+    seqs = np.asarray(seqs, dtype=float)
+    seqs_loc = np.ceil(seqs / layout.sp)
+    gemm = ops.gemm_time_s(seqs_loc, spec.vocab_size / layout.tp, spec.hidden_size, "bf16", hw, prof) / layout.pp
+    terms = {"gemm": gemm, "all_gather": np.zeros_like(seqs)}
+    for c in step_calls(spec, layout, np.zeros_like(seqs), seqs, ACT_BYTES):
+        if c.where == "logits":
+            terms[c.op] = terms[c.op] + _collective_s(c, layout, hw, prof, fw)
+    return terms
+
+
+def attention_s(spec, layout, hw, batch: Batch, prof=None) -> np.ndarray:
+    """Attention of one micro-batch over every layer of the busiest stage."""
+    return sum(_stage_layers(spec, layout)) * _layer_attention_s(spec, layout, hw, batch, prof)
 
 
 def _stage_s(spec, layout, hw, batch: Batch, prof, fw: Framework) -> dict:
-    """Terms of one micro-batch through the busiest pipeline stage (first stage: embedding)."""
-    layers = max(layout.layers_per_stage(spec.num_layers))
-    n_moe = round(layers * spec.num_moe_layers / spec.num_layers)
-    terms = {t: np.zeros_like(batch.tokens) for t in TERMS}
-    for moe, count in ((False, layers - n_moe), (True, n_moe)):
-        if count:
-            g, a, e = _layer_compute_s(spec, layout, hw, batch, moe, prof, fw)
-            terms["gemm"] = terms["gemm"] + count * g
-            terms["attention"] = terms["attention"] + count * a
-            terms["elementwise"] = terms["elementwise"] + count * e
-    # LM head on the last tokens (vocab-parallel, bf16 even for fp8 checkpoints); with PP the last
-    # stage runs it, charged here as if one stage did all (stages are balanced to within a layer).
-    seqs_loc = np.ceil(batch.seqs / layout.sp)
-    terms["gemm"] = terms["gemm"] + ops.gemm_time_s(seqs_loc, spec.vocab_size / layout.tp,
-                                                    spec.hidden_size, "bf16", hw, prof) / layout.pp
-    for c in step_calls(spec, layout, batch.tokens, batch.seqs, ACT_BYTES):
-        if c.op == "all_reduce":
-            t = ops.all_reduce_time_s(c.size_bytes, c.group, hw, prof, custom=fw.custom_all_reduce)
-        else:
-            t = ops.collective_time_s(c.op, c.size_bytes, c.group, hw, prof)
-            if c.where.startswith("ulysses"):
-                t = t + np.where(np.asarray(c.size_bytes) > 0, fw.eager_op_overhead_s, 0.0)
-        if c.where in ("logits", "pp_stage"):
-            t = t / layout.pp if c.where == "logits" else t
-        terms[c.op] = terms[c.op] + c.calls * t
+    """Terms of one micro-batch through the busiest pipeline stage."""
+    terms = token_terms(spec, layout, hw, batch.tokens, prof, fw)
+    for k, v in seq_terms(spec, layout, hw, batch.seqs, prof, fw).items():
+        terms[k] = terms[k] + v
+    terms["attention"] = terms["attention"] + attention_s(spec, layout, hw, batch, prof)
     return terms
 
 

@@ -15,7 +15,7 @@ from .workload import Workload
 
 CANONICAL_REQUIRED = ("arrival_s", "input_tokens", "output_tokens")
 CANONICAL_OPTIONAL = ("priority", "request_id", "session_id", "prefix_blocks")
-_INT = re.compile(r"-?(0|[1-9][0-9]{0,17})")  # ids that read back as the same int64 text
+_INT = re.compile(r"-?(0|[1-9][0-9]{0,18})")  # ids whose int64 is written back as the same text
 
 
 def write_csv(w: Workload, path: str | Path) -> Path:
@@ -45,9 +45,11 @@ def read_canonical(path: Path, opts: ReadOptions) -> Workload:
     usecols = [c for c in names if c in CANONICAL_REQUIRED + CANONICAL_OPTIONAL]
     text_cols = {c: "str" for c in ("request_id", "session_id", "prefix_blocks")}
     parts: dict[str, list] = {c: [] for c in usecols + ["lines"]}
-    # Only '' is missing: ids like 'NA' or 'null' stay text; float_precision keeps repr floats exact.
+    # Only '' is missing: ids like 'NA' or 'null' stay text. pandas >= 3 parses floats exactly
+    # by default (and deprecates the switch that pandas 2 needs); tests check the round trip.
+    exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
     for chunk, lines in csv_chunks(path, usecols, dtype=text_cols, keep_default_na=False,
-                                   na_values=[""], float_precision="round_trip"):
+                                   na_values=[""], **exact):
         parts["lines"].append(lines)
         parts["arrival_s"].append(numbers(chunk["arrival_s"], path, "arrival_s", lines))
         parts["input_tokens"].append(counts(chunk["input_tokens"], path, "input_tokens", lines, 1))
@@ -78,7 +80,9 @@ def _ids(path: Path, raw: np.ndarray, lines: np.ndarray):
         i = int(np.argmax(missing))
         raise TraceError(path, "missing value", line=int(lines[i]), field="request_id")
     if s.str.fullmatch(_INT.pattern).all():
-        s = s.astype(np.int64)
+        as_int = pd.to_numeric(s)
+        if as_int.dtype == np.int64:  # else beyond int64: keep the text
+            s = as_int
     duplicate_ids(path, s, lines)
     return s.to_numpy()
 

@@ -28,14 +28,27 @@ class ReadOptions:
 
 def header_columns(path: Path) -> list[str]:
     """Column names of a CSV's first line; TraceError for an empty or non-text file."""
+    with open(path, "rb") as f:
+        raw = f.readline()
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            first = f.readline()
+        first = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise TraceError(path, "not a UTF-8 text file", line=1) from None
+        raise not_utf8(path) from None
     if not first.strip():
         raise TraceError(path, "empty file (no header line)", line=1)
-    return [c.strip() for c in next(csv.reader([first]))]
+    return next(csv.reader([first]))
+
+
+def not_utf8(path: Path) -> TraceError:
+    """The error for a file that is not UTF-8, at the first line that fails to decode."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return TraceError(path, f"not UTF-8 text (byte {e.start + 1} of the line)",
+                                  line=lineno)
+    return TraceError(path, "not UTF-8 text")
 
 
 def require_columns(path: Path, names: list[str], required: tuple[str, ...], fmt: str) -> None:
@@ -46,12 +59,15 @@ def require_columns(path: Path, names: list[str], required: tuple[str, ...], fmt
     near = difflib.get_close_matches(missing[0], names, n=1, cutoff=0.6)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     raise TraceError(path, f"missing column {missing[0]!r}{hint}; {fmt} format expects columns "
-                     f"{', '.join(required)}; header has {', '.join(names) or 'nothing'}",
+                     f"{', '.join(required)}; header has {', '.join(map(repr, names))}",
                      line=1, field=missing[0])
 
 
 def csv_chunks(path: Path, usecols: list[str], **kw):
-    """Yield (DataFrame chunk, line numbers of its rows); line 1 is the header."""
+    """Yield (DataFrame chunk, line numbers of its rows); line 1 is the header.
+
+    Line numbers assume no blank lines (pandas skips them); extra trailing fields are ignored.
+    """
     first_line = 2
     try:
         reader = pd.read_csv(path, usecols=usecols, chunksize=CHUNK_ROWS, encoding="utf-8-sig",
@@ -59,8 +75,10 @@ def csv_chunks(path: Path, usecols: list[str], **kw):
         for chunk in reader:
             yield chunk, np.arange(first_line, first_line + len(chunk))
             first_line += len(chunk)
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise TraceError(path, f"malformed CSV: {e}", line=first_line) from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    except ValueError as e:  # pandas' ParserError carries the line ("Expected 6 fields in line 7")
+        raise TraceError(path, f"malformed CSV: {e}") from None
 
 
 def _first(mask: np.ndarray) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 
@@ -97,7 +98,8 @@ def describe(w: Workload, plot_path: str | None = None, as_json: bool = False, o
     """Print the summary (table or JSON) and optionally write the histogram figure."""
     out = out or sys.stdout
     if as_json:
-        print(json.dumps({**w.summary(), "notes": list(w.notes)}, indent=2, default=str), file=out)
+        s = {k: None if isinstance(v, float) and v != v else v for k, v in w.summary().items()}
+        print(json.dumps({**s, "notes": list(w.notes)}, indent=2), file=out)  # NaN -> null
     else:
         print(format_summary(w), file=out)
     if plot_path:
@@ -142,8 +144,12 @@ def _run(fn) -> int:
     except TraceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`: not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (Python docs' recipe: no flush error)
+        return 0
     except OSError as e:  # e.g. the --plot or OUT path is not writable
-        print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     return 0
 

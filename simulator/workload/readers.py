@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from .canonical import CANONICAL_REQUIRED, read_canonical
-from .checks import ReadOptions, counts, csv_chunks, finish, header_columns, numbers, require_columns
+from .checks import (ReadOptions, counts, csv_chunks, finish, header_columns, not_utf8, numbers,
+                     require_columns)
 from .errors import TraceError
 from .workload import Workload
 
@@ -38,23 +39,30 @@ def read_burstgpt(path: Path, opts: ReadOptions) -> Workload:
         is_failed = keep & (out == 0)
         failed += int(is_failed.sum())
         if opts.drop_failed:
-            keep &= ~is_failed
+            keep = keep & ~is_failed
             dropped += int(is_failed.sum())
         # A failure logged before tokenisation has 0 request tokens: keep it as a 1-token prompt.
         zero_input += int((keep & (inp == 0)).sum())
         for key, col in (("arrival_s", t), ("input_tokens", np.maximum(inp, 1)),
                          ("output_tokens", out), ("request_id", lines - 2), ("lines", lines)):
             parts[key].append(col[keep])
-        if has_session:
-            parts["session_id"].append(chunk["Session ID"].to_numpy()[keep])
-    cols = {k: np.concatenate(v) for k, v in parts.items() if v}
+        if has_session:  # stays an Arrow-backed string array: 5M Python str objects cost ~1 GB
+            parts["session_id"].append(chunk["Session ID"][keep])
+    if not parts["lines"]:
+        raise TraceError(path, "no requests in file (header only)", line=2)
+    sessions = parts.pop("session_id")
+    cols = {k: np.concatenate(v) for k, v in parts.items()}
+    parts.clear()  # free the chunk copies before the Workload frame is built (peak memory)
+    if sessions:
+        cols["session_id"] = pd.concat(sessions, ignore_index=True).array
     notes = [f"{failed} failed request(s) (0 response tokens) "
              + ("dropped (--drop-failed)" if opts.drop_failed else "kept as prefill-only")]
     if zero_input:
         notes.append(f"{zero_input} row(s) with 0 request tokens read as 1-token prompts")
     if model:
         notes.append(f"only Model == {model}")
-    return finish(path, cols, cols.pop("lines"), "Timestamp", opts, notes, failed_dropped=dropped)
+    lines = cols.pop("lines")
+    return finish(path, cols, lines, "Timestamp", opts, notes, failed_dropped=dropped)
 
 
 def _burstgpt_model(path: Path, name: str | None) -> str | None:
@@ -87,8 +95,9 @@ def read_azure(path: Path, opts: ReadOptions) -> Workload:
     cols = {k: np.concatenate(v) for k, v in parts.items()}
     ns = cols.pop("ns")
     cols["arrival_s"] = (ns - ns[0]) / 1e9 if len(ns) else ns.astype(np.float64)
-    cols["request_id"] = cols["lines"] - 2
-    return finish(path, cols, cols.pop("lines"), "TIMESTAMP", opts, [])
+    lines = cols.pop("lines")
+    cols["request_id"] = lines - 2
+    return finish(path, cols, lines, "TIMESTAMP", opts, [])
 
 
 def read_sharegpt(path: Path, opts: ReadOptions) -> Workload:
@@ -112,8 +121,12 @@ def read_mooncake(path: Path, opts: ReadOptions) -> Workload:
     """Mooncake JSON lines: ms timestamps (ties allowed), hash_ids kept as 512-token prefix blocks."""
     ts, inp, out, blocks, lines = [], [], [], [], []
     any_blocks = False
-    with open(path, encoding="utf-8") as f:
-        for lineno, text in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise not_utf8(path) from None
             if not text.strip():
                 continue
             rec = _json_record(path, text, lineno)

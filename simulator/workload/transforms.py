@@ -31,13 +31,14 @@ def time_window(w: Workload, start_s: float | None = None, end_s: float | None =
     lo = -math.inf if start_s is None else start_s
     hi = math.inf if end_s is None else end_s
     if hi <= lo:
-        raise TraceError(w.source, f"empty time window {start_s}:{end_s} (end must be after start)",
+        raise TraceError(w.source, f"empty time window {lo:g}:{hi:g} (end must be after start)",
                          field="--time-window")
     keep = (t >= lo) & (t < hi)
     if not keep.any():
-        raise TraceError(w.source, f"time window {start_s}:{end_s} s selects no requests (trace "
+        raise TraceError(w.source, f"time window {lo:g}:{hi:g} s selects no requests (trace "
                          f"spans 0-{t[-1]:g} s)", field="--time-window")
-    note = f"time window {start_s}:{end_s} s kept {int(keep.sum())} of {len(t)} requests"
+    span = f"{'' if start_s is None else f'{start_s:g}'}:{'' if end_s is None else f'{end_s:g}'}"
+    note = f"time window {span} s kept {int(keep.sum())} of {len(t)} requests"
     return _noted(w, w.requests[keep], note)
 
 

@@ -1,0 +1,123 @@
+"""Process groups: gloo workers forked on CPU (tests, CI), NCCL under torchrun on GPUs.
+
+`spawn(fn, world_size, *args)` runs fn(rank, world_size, *args) in fresh workers and returns
+each rank's result; a worker's exception comes back as WorkerError with its traceback, and a
+world that does not finish within `timeout_s` is killed (no test can hang).
+"""
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import pickle
+import socket
+import tempfile
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from .comm import SOLO, Group
+
+TIMEOUT = datetime.timedelta(seconds=60)  # every collective fails after this instead of hanging
+_groups: dict = {}  # sorted rank tuple -> ProcessGroup, created once per process
+
+
+class WorkerError(RuntimeError):
+    """A spawned worker raised (message: its traceback) or the world timed out."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def device() -> torch.device:
+    """cuda:LOCAL_RANK under NCCL, else cpu."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+def init(rank: int, world_size: int, port: int | None = None) -> None:
+    """Join the world: NCCL when CUDA is present (torchrun env), gloo on CPU."""
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    url = f"tcp://127.0.0.1:{port}" if port else "env://"
+    dist.init_process_group(backend, init_method=url, rank=rank, world_size=world_size, timeout=TIMEOUT)
+
+
+def make_group(rank_lists, order=None) -> Group:
+    """Create (once) every group in `rank_lists` on every rank, in the same order everywhere,
+    and return this rank's Group (SOLO if it is in none). `order` maps a member list to its
+    logical order (Shift's SP_TP order); default: as given."""
+    me = dist.get_rank()
+    mine = SOLO
+    for ranks in rank_lists:
+        ranks = tuple(int(r) for r in ranks)
+        key = tuple(sorted(ranks))
+        if len(key) > 1 and key not in _groups:
+            _groups[key] = dist.new_group(list(key), timeout=TIMEOUT)
+        if me in ranks:
+            logical = tuple(order(ranks)) if order else ranks
+            pg = _groups.get(key)
+            mine = Group(logical, pg, logical.index(me)) if pg is not None else Group(logical, None, 0)
+    return mine
+
+
+def groups_created() -> int:
+    """How many ProcessGroups this process has created (Flying's pool is built once)."""
+    return len(_groups)
+
+
+# ---- spawning a CPU world ------------------------------------------------------------------
+def _worker(rank, world_size, port, out_dir, fn, args):
+    torch.set_num_threads(1)
+    path = os.path.join(out_dir, f"rank{rank}.pkl")
+    try:
+        init(rank, world_size, port)
+        res = {"ok": fn(rank, world_size, *args)}
+    except BaseException:
+        res = {"error": f"rank {rank}:\n{traceback.format_exc()}"}
+    with open(path, "wb") as f:
+        pickle.dump(res, f)
+    if "error" in res:
+        os._exit(1)  # peers see the closed connection and fail fast instead of timing out
+    dist.destroy_process_group()
+    _groups.clear()
+
+
+def spawn(fn, world_size: int, *args, timeout_s: float = 180.0) -> list:
+    """Run fn(rank, world_size, *args) on `world_size` gloo workers; return [result per rank]."""
+    multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "kernels.checks"])
+    ctx = multiprocessing.get_context("forkserver")
+    with tempfile.TemporaryDirectory() as out_dir:
+        port = free_port()
+        procs = [ctx.Process(target=_worker, args=(r, world_size, port, out_dir, fn, args)) for r in range(world_size)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout_s
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        alive = [p for p in procs if p.is_alive()]
+        for p in alive:
+            p.kill()
+            p.join()
+        results, errors = [], []
+        for r in range(world_size):
+            try:
+                with open(os.path.join(out_dir, f"rank{r}.pkl"), "rb") as f:
+                    res = pickle.load(f)
+            except FileNotFoundError:
+                res = {"error": f"rank {r}: no result (exit code {procs[r].exitcode})"}
+            results.append(res.get("ok"))
+            if "error" in res:
+                errors.append(res["error"])
+    if alive:
+        errors.insert(0, f"world of {world_size} timed out after {timeout_s:.0f} s")
+    if errors:
+        raise WorkerError("\n".join(errors))
+    return results

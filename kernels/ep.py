@@ -1,0 +1,65 @@
+"""Expert parallelism: MoE experts split over the EP group; tokens dispatched to their experts'
+owners by all_to_all and combined back (SYSTEMS.md section 1, EP).
+
+With TP attention alongside, TP rank t routes its ~n/TP slice of the (replicated) tokens, and an
+all_gather over TP restores all n rows after the combine ('moe_tp_gather'). Per MoE layer and
+rank: 'moe_counts' (all_to_all of E int64 per-expert row counts, so receivers know the split
+sizes), 'moe_dispatch' (n/TP * k rows of d), 'moe_combine' (the rows this rank's experts got).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .comm import Group, all_gather, all_to_all
+from .model import MoE, combine, route, run_experts
+
+
+class ExpertParallelMoE(nn.Module):
+    """Experts [first, first + E/EP) of one MoE layer; dispatch/combine over the EP group."""
+
+    def __init__(self, moe: MoE, ep: Group, tp: Group):
+        super().__init__()
+        per = len(moe.experts) // ep.size
+        self.first, self.num_experts, self.top_k, self.ep, self.tp = ep.index * per, len(moe.experts), moe.top_k, ep, tp
+        self.router, self.shared = moe.router, moe.shared
+        self.experts = nn.ModuleList(list(moe.experts)[self.first:self.first + per])
+
+    def forward(self, x):  # (n, d), identical on the TP ranks -> (n, d)
+        parts = x.tensor_split(self.tp.size)  # TP rank t routes its slice of the tokens
+        xt = parts[self.tp.index]
+        w, idx = route(self.router(xt), self.top_k)  # (n_t, k)
+        e = idx.flatten()  # (n_t*k,) expert of each (token, slot) row
+        order = torch.argsort(e, stable=True)  # rows grouped by expert, hence by owner rank
+        per_expert = torch.bincount(e, minlength=self.num_experts)  # (E,)
+        got_counts = all_to_all(per_expert, self.ep, "moe_counts").view(self.ep.size, -1)  # (EP, E/EP)
+        send = per_expert.view(self.ep.size, -1).sum(1).tolist()
+        recv = got_counts.sum(1).tolist()
+        rows = xt.repeat_interleave(self.top_k, 0)[order]  # (n_t*k, d): send buffer n_t*k*d bytes
+        got = all_to_all(rows, self.ep, "moe_dispatch", send, recv)  # (R, d) by source, then expert
+        local = torch.arange(len(self.experts), device=x.device).repeat(self.ep.size)
+        ids = local.repeat_interleave(got_counts.flatten()) + self.first
+        y = run_experts(got, ids, self.experts, self.first)  # (R, d)
+        back = all_to_all(y, self.ep, "moe_combine", recv, send)  # (n_t*k, d) in `order`
+        out = torch.empty_like(back)
+        out[order] = back
+        out = combine(out, w)  # (n_t, d)
+        if self.shared is not None:
+            out = out + self.shared(xt)
+        if self.tp.size == 1:
+            return out
+        rows_t = -(-x.shape[0] // self.tp.size)  # pad every slice to ceil(n/TP) for the gather
+        pad = torch.cat([out, out.new_zeros(rows_t - out.shape[0], out.shape[1])])
+        full = all_gather(pad, self.tp, "moe_tp_gather")  # (TP, ceil(n/TP), d)
+        return torch.cat([full[t, :len(p)] for t, p in enumerate(parts)])
+
+
+def apply_ep(model, layout, ep_group: Group, tp_group: Group):
+    """Replace every MoE layer by its expert-parallel shard, in place (apply before apply_tp)."""
+    layout.validate(model.spec)
+    if layout.ep != ep_group.size:
+        raise ValueError(f"layout ep={layout.ep} but the EP group has {ep_group.size} ranks {ep_group.ranks}")
+    for layer in model.layers:
+        if isinstance(layer.mlp, MoE):
+            layer.mlp = ExpertParallelMoE(layer.mlp, ep_group, tp_group)
+    return model

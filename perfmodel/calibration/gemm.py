@@ -1,0 +1,102 @@
+"""GEMM fit: efficiency (datasheet roofline time / measured time) on the measured (m, n, k) grid,
+interpolated trilinearly in (log m, log n, log k) and held constant outside it (so far outside the
+grid time follows the roofline). Chosen over interpolating log time directly by held-out error
+(docs/calibration.md: bf16 p90 11% vs 18%)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import grid
+
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
+# What a profile answers for a dtype it has no rows for: the CPU has fp32 GEMMs only, and perfmodel
+# asks for "bf16" (CPU torch runs bf16 matmuls no faster than fp32). fp8 never falls back.
+DTYPE_FALLBACK = {"bf16": ("bf16", "fp16", "fp32"), "fp16": ("fp16", "bf16", "fp32"), "fp8": ("fp8",),
+                  "fp32": ("fp32", "bf16", "fp16")}
+
+
+def roofline_s(m, n, k, dtype: str, roof: dict):
+    """max(2mnk / peak, bytes / HBM): weights n*k in `dtype`, activations m*k in and m*n out
+    (bf16, fp32 for fp32 GEMMs), with the datasheet numbers in `roof`."""
+    act = 4.0 if dtype == "fp32" else 2.0
+    nbytes = n * k * WEIGHT_BYTES[dtype] + act * m * (k + n)
+    return np.maximum(2.0 * m * n * k / (roof["peak_tflops"][dtype] * 1e12), nbytes / (roof["hbm_gbs"] * 1e9))
+
+
+def gemm_bytes(m, n, k, dtype: str):
+    """Bytes a GEMM moves at least once (the HBM-bound share that an H200 transfer rescales)."""
+    act = 4.0 if dtype == "fp32" else 2.0
+    return n * k * WEIGHT_BYTES[dtype] + act * m * (k + n)
+
+
+def _prune(axis: np.ndarray, values: np.ndarray, tol: float) -> np.ndarray:
+    """Indices of the nodes along axis 0 to keep: an interior node goes when linear interpolation
+    between the kept neighbours reproduces it (and all nodes dropped before) within `tol`."""
+    keep = list(range(len(axis)))
+    for i in range(1, len(axis) - 1):
+        j = keep.index(i)
+        lo, hi = keep[j - 1], keep[j + 1]
+        if hi == i:
+            continue
+        span = range(lo + 1, hi)
+        w = ((axis[list(span)] - axis[lo]) / (axis[hi] - axis[lo])).reshape(-1, *[1] * (values.ndim - 1))
+        est = values[lo][None] * (1 - w) + values[hi][None] * w
+        if np.max(np.abs(est - values[lo + 1:hi])) < tol:
+            keep.remove(i)
+    return np.array(keep)
+
+
+def fit_gemm(df, roof: dict, prune_tol: float = 0.005) -> dict:
+    """Per dtype: log efficiency on the grid of measured m, n, k (median of repeats; shapes missing
+    from the grid filled harmonically), m planes that interpolation reproduces within `prune_tol`
+    (0.5%) dropped to keep the profile small."""
+    out = {}
+    for dtype, g in df.groupby("dtype"):
+        eff = np.log(roofline_s(g.m.to_numpy(), g.n.to_numpy(), g.k.to_numpy(), dtype, roof) / (g.t_us.to_numpy() * 1e-6))
+        agg = g.assign(y=eff).groupby(["m", "n", "k"]).y.median()
+        axes = [np.unique(agg.index.get_level_values(c).to_numpy(dtype=float)) for c in ("m", "n", "k")]
+        vals = np.full([len(a) for a in axes], np.nan)
+        idx = tuple(np.searchsorted(a, agg.index.get_level_values(c).to_numpy(dtype=float))
+                    for a, c in zip(axes, ("m", "n", "k")))
+        vals[idx] = agg.to_numpy()
+        vals = grid.fill_holes(vals)
+        keep = _prune(np.log(axes[0]), vals, prune_tol)
+        out[dtype] = {"m": axes[0][keep].tolist(), "n": axes[1].tolist(), "k": axes[2].tolist(),
+                      "eff_pct": _sig(100 * np.exp(vals[keep]))}
+    return out
+
+
+def _sig(x: np.ndarray, digits: int = 4):
+    """Nested lists of `x` rounded to `digits` significant digits (small, readable JSON)."""
+    x = np.asarray(x, dtype=float)
+    mag = np.floor(np.log10(np.where(x == 0, 1.0, np.abs(x))))
+    scale = 10.0 ** (digits - 1 - mag)
+    return (np.round(x * scale) / scale).tolist()
+
+
+class GemmTable:
+    """One dtype's parsed grid: log axes and log efficiency, for fast evaluation."""
+
+    __slots__ = ("lm", "ln", "lk", "leff")
+
+    def __init__(self, d: dict):
+        self.lm, self.ln, self.lk = (np.log(np.asarray(d[a], dtype=float)) for a in ("m", "n", "k"))
+        self.leff = np.log(np.asarray(d["eff_pct"], dtype=float) / 100.0)
+        if self.leff.shape != (len(self.lm), len(self.ln), len(self.lk)):
+            raise ValueError(f"gemm eff_pct shape {self.leff.shape} does not match its m, n, k axes")
+
+    def efficiency(self, m, n, k) -> np.ndarray:
+        lm = np.log(np.maximum(m, 1e-30))
+        if np.ndim(n) == 0 and np.ndim(k) == 0:  # common case: one weight shape, many token counts
+            (i, wi), (j, wj) = grid.locate(self.ln, np.log(n)), grid.locate(self.lk, np.log(k))
+            i2, j2 = min(i + 1, len(self.ln) - 1), min(j + 1, len(self.lk) - 1)
+            col = ((1 - wi) * ((1 - wj) * self.leff[:, i, j] + wj * self.leff[:, i, j2])
+                   + wi * ((1 - wj) * self.leff[:, i2, j] + wj * self.leff[:, i2, j2]))
+            return np.exp(np.interp(lm, self.lm, col) if len(self.lm) > 1 else np.full(np.shape(lm), col[0]))
+        return np.exp(grid.interp((self.lm, self.ln, self.lk), self.leff, (lm, np.log(n), np.log(k))))
+
+
+def gemm_time_s(table: GemmTable, m, n, k, dtype: str, roof: dict) -> np.ndarray:
+    """Seconds: the datasheet roofline divided by the fitted efficiency at (m, n, k)."""
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    return roofline_s(m, n, k, dtype, roof) / table.efficiency(m, n, k)

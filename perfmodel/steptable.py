@@ -1,0 +1,112 @@
+"""StepTable: the simulator's fast path to `step_cost`, tabulated once per layout.
+
+A step's time is token_terms(T) + seq_terms(S) + attention(batch) + overhead (cost.py), and with
+PP pp times that of a micro-batch of 1/m of the batch. The first two are tabulated over integer
+T and S (one vectorised step_cost pass each); decode attention is affine in the keys read, so
+it is two tables; prefill attention is evaluated directly (once per prefill step). A scalar step
+then costs a few microseconds instead of ~120, and a decode stretch is affine in total context.
+tests/test_steptable.py checks the table against step_cost on random batches.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .batch import make_batch
+from .cost import attention_s, seq_terms, step_cost, token_terms
+from .framework import DEFAULT_FRAMEWORK, Framework
+
+
+class StepTable:
+    """Step time of one instance layout for scalar batches; exact at the table's grid points."""
+
+    def __init__(self, spec, layout, hw, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
+                 max_tokens: int = 16384, max_seqs: int = 1024):
+        self.spec, self.layout, self.hw, self.prof, self.fw = spec, layout, hw, prof, fw
+        self.pp = layout.pp
+        self.max_tokens, self.max_seqs = max_tokens, max_seqs
+        t = np.arange(max_tokens + 1, dtype=float)
+        s = np.arange(max_seqs + 1, dtype=float)
+        self._tok = sum(token_terms(spec, layout, hw, t, prof, fw).values()).tolist()
+        self._seq = sum(seq_terms(spec, layout, hw, s, prof, fw).values()).tolist()
+        # decode attention = a[n] + b[n] * keys: two points per n (0 and 1e6 keys per sequence)
+        k1 = 1e6
+        a = attention_s(spec, layout, hw, make_batch(decode_seqs=s, decode_kv_tokens=0 * s), prof)
+        a1 = attention_s(spec, layout, hw, make_batch(decode_seqs=s, decode_kv_tokens=k1 * s), prof)
+        b = np.where(s > 0, (a1 - a) / np.maximum(k1 * s, 1), 0.0)
+        self._dec_a, self._dec_b = a.tolist(), b.tolist()
+
+    @staticmethod
+    def _lerp(table: list, x: float) -> float:
+        i = int(x)
+        if i == x:
+            return table[i]
+        return table[i] + (table[i + 1] - table[i]) * (x - i)
+
+    def _micro(self, pt, ps, pairs, pkv, dn, dkv, m) -> float:
+        """Seconds of one micro-batch (1/m of the step's aggregates) through the busiest stage."""
+        tokens, seqs = (pt + dn) / m, (ps + dn) / m
+        t = self._lerp(self._tok, tokens) + self._lerp(self._seq, seqs)
+        if dn:
+            n = dn / m
+            i = int(n)
+            if i == n:
+                t += self._dec_a[i] + self._dec_b[i] * dkv / m
+            else:
+                w = n - i
+                a = self._dec_a[i] * (1 - w) + self._dec_a[i + 1] * w
+                b = self._dec_b[i] * (1 - w) + self._dec_b[i + 1] * w
+                t += a + b * dkv / m
+        if pt:
+            b = make_batch(prefill_tokens=pt / m, prefill_seqs=ps / m, prefill_pairs=pairs / m,
+                           prefill_kv_tokens=pkv / m)
+            t += float(attention_s(self.spec, self.layout, self.hw, b, self.prof))
+        return t
+
+    def _fits(self, pt, dn, ps) -> bool:
+        return pt + dn <= self.max_tokens and ps + dn <= self.max_seqs
+
+    def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0) -> float:
+        """Seconds of one step: `pt` prefill tokens over `ps` sequences (`pairs` causal pairs, `pkv`
+        keys), `dn` decoding sequences reading `dkv` keys in total."""
+        if pt + dn == 0:
+            return 0.0
+        if not self._fits(pt, dn, ps):
+            return float(step_cost(self.spec, self.layout, self.hw,
+                                   make_batch(pt, ps, pairs, pkv, dn, dkv), self.prof, self.fw).total_s)
+        m = max(1, min(self.pp, ps + dn))
+        return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m) + self.fw.step_overhead_s
+
+    def decode_affine(self, dn: int) -> tuple[float, float]:
+        """(c0, c1): a decode-only step of `dn` sequences reading K keys takes c0 + c1 * K seconds."""
+        if not self._fits(0, dn, 0):
+            t0 = self.time_s(dn=dn, dkv=0.0)
+            return t0, (self.time_s(dn=dn, dkv=1e6 * dn) - t0) / (1e6 * dn)
+        m = max(1, min(self.pp, dn))
+        c0 = self.pp * self._micro(0, 0, 0, 0, dn, 0.0, m) + self.fw.step_overhead_s
+        c1 = self.pp * (self._micro(0, 0, 0, 0, dn, 1.0 * m, m) - self._micro(0, 0, 0, 0, dn, 0.0, m))
+        return c0, c1
+
+
+def decode_stretch_s(c0: float, c1: float, k0: float, n: int, steps: int) -> float:
+    """Total seconds of `steps` decode steps of n sequences starting at K = k0 keys, each step
+    adding n keys: sum_{j<steps} c0 + c1 * (k0 + j n) (closed form)."""
+    return steps * c0 + c1 * (steps * k0 + n * steps * (steps - 1) / 2.0)
+
+
+def steps_within(c0: float, c1: float, k0: float, n: int, budget_s: float) -> int:
+    """Largest number of whole decode steps whose total time is <= budget_s (0 if none)."""
+    if budget_s <= 0:
+        return 0
+    # solve (c1 n / 2) k^2 + (c0 + c1 k0 - c1 n / 2) k - budget = 0 for k
+    qa, qb = c1 * n / 2.0, c0 + c1 * k0 - c1 * n / 2.0
+    if qa <= 0:
+        k = int(budget_s / qb) if qb > 0 else 0
+    else:
+        k = int((-qb + math.sqrt(qb * qb + 4 * qa * budget_s)) / (2 * qa))
+    while k > 0 and decode_stretch_s(c0, c1, k0, n, k) > budget_s:
+        k -= 1
+    while decode_stretch_s(c0, c1, k0, n, k + 1) <= budget_s:
+        k += 1
+    return k

@@ -1,0 +1,157 @@
+"""`simulate`: replay a trace through engines driven by a parallelism policy.
+
+    simulate --trace burstgpt.csv --policy shift [--layout tp=2,pp=4] [--model M] [--hardware H]
+             [--gpus N] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
+             [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR] [--seed S] [--rate-scale k]
+             [--time-window a:b] [--plot] [--compare tp,dp,sp] [--describe]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from perfmodel.cli import resolve_profile
+from perfmodel.hardware import hardware_names, load_hardware
+from perfmodel.layout import LayoutError
+from perfmodel.modelspec import load_model, preset_names
+
+from .cluster import ROUTERS, SimConfig, simulate
+from .config import SCHEDULE_ORDERS, EngineConfig
+from .metrics import ConservationError, summarize, time_series
+from .policies import POLICIES
+from .workload import TraceError
+from .workload.cli import add_trace_args, describe, workload_from_args
+
+SHOW = (("completed", "{:d}"), ("rejected", "{:d}"), ("duration", "{:.1f} s"),
+        ("request_throughput", "{:.2f} req/s"), ("total_token_throughput", "{:,.0f} tok/s"),
+        ("output_throughput", "{:,.0f} tok/s"), ("median_ttft_ms", "{:.1f}"), ("p99_ttft_ms", "{:.1f}"),
+        ("median_tpot_ms", "{:.2f}"), ("p99_tpot_ms", "{:.2f}"), ("median_itl_ms", "{:.2f}"),
+        ("median_e2el_ms", "{:.1f}"), ("median_queue_ms", "{:.1f}"), ("request_goodput", "{:.2f} req/s"),
+        ("preemptions", "{:d}"), ("mean_kv_utilization", "{:.1%}"), ("mode_switches", "{:d}"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="simulate", description="Replay a request trace through simulated "
+                                "LLM engines under a parallelism policy (times from perfmodel).")
+    add_trace_args(p)
+    p.add_argument("--describe", action="store_true", help="summarize the trace (with --plot: histograms) and exit")
+    p.add_argument("--policy", default="shift", help=f"one of {', '.join(sorted(POLICIES))}")
+    p.add_argument("--layout", help="explicit layout, e.g. tp=2,pp=4 or sp=4,tp=2 (DP fills the GPUs)")
+    p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="policy knob, e.g. threshold=256 (repeatable)")
+    p.add_argument("--compare", help="comma list of policies to run on the same trace, side by side")
+    p.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
+    p.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())})")
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--weights", default="fp8", choices=("bf16", "fp8"))
+    p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"))
+    p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
+    p.add_argument("--router", default="least-tokens", choices=ROUTERS)
+    p.add_argument("--max-concurrency", type=int, default=0, help="closed loop: at most C requests in flight")
+    p.add_argument("--max-num-batched-tokens", type=int, help="token budget per step (vLLM default by GPU)")
+    p.add_argument("--max-num-seqs", type=int, help="running sequences at most (vLLM default by GPU)")
+    p.add_argument("--no-chunked-prefill", action="store_true")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--schedule-order", default="decode-first", choices=SCHEDULE_ORDERS)
+    p.add_argument("--max-waiting", type=int, default=0, help="admission cap (0 = unlimited)")
+    p.add_argument("--priority-scheduling", action="store_true", help="serve waiting requests by priority")
+    p.add_argument("--no-fast-forward", action="store_true", help="step by step (same per-request results)")
+    p.add_argument("--slo-ttft-ms", type=float)
+    p.add_argument("--slo-tpot-ms", type=float)
+    p.add_argument("--window-s", type=float, default=10.0, help="time-series window")
+    p.add_argument("--out", help="write requests.parquet, steps.parquet, timeseries.csv, summary.json here")
+    p.add_argument("--plot", nargs="?", const="timeline.png", help="write a timeline PNG (into --out if given)")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+    return p
+
+
+def _policy_args(items) -> tuple:
+    out = []
+    for it in items:
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise ValueError(f"--policy-arg {it!r}: expected KEY=VALUE")
+        out.append((k.strip(), v.strip()))
+    return tuple(out)
+
+
+def run_one(policy: str, args, workload, spec, hw, prof) -> tuple[dict, object, object]:
+    """Simulate one policy; returns (summary, requests frame, steps frame)."""
+    eng = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                       enable_chunked_prefill=not args.no_chunked_prefill, block_size=args.block_size,
+                       schedule_order=args.schedule_order, max_waiting=args.max_waiting,
+                       priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward)
+    cfg = SimConfig(policy=policy, layout=args.layout, gpus=args.gpus, policy_args=_policy_args(args.policy_arg),
+                    engine=eng, router=args.router, max_concurrency=args.max_concurrency)
+    from tqdm import tqdm
+
+    with tqdm(total=len(workload), delay=3, file=sys.stderr, unit="req", desc=policy) as bar:
+        res = simulate(workload, spec, hw, cfg, prof, progress=bar.update)
+    req, steps = res.requests.frame(), res.steps.frame()
+    summ = summarize(req, steps, res.engines, args.slo_ttft_ms, args.slo_tpot_ms)
+    summ.update(policy=policy, layout=" / ".join(f"{m}: {l}" for m, l in res.engines[0]["modes"].items()),
+                model=spec.name, hardware=hw.name, gpus=args.gpus, trace=workload.source,
+                kv_capacity_tokens=res.engines[0]["kv_capacity_tokens"])
+    return summ, req, steps
+
+
+def _print_table(summaries: list[dict], out) -> None:
+    head = ["metric"] + [s["policy"] for s in summaries]
+    rows = [["layout"] + [s["layout"] for s in summaries]]
+    for key, fmt in SHOW:
+        if all(key in s for s in summaries):
+            rows.append([key] + [fmt.format(s[key]) for s in summaries])
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    for r in [head] + rows:
+        print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))),
+              file=out)
+
+
+def _write(out_dir: Path, summ, req, steps, window_s) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    req.to_parquet(out_dir / "requests.parquet", index=False)
+    steps.to_parquet(out_dir / "steps.parquet", index=False)
+    time_series(req, steps, window_s).to_csv(out_dir / "timeseries.csv")
+    (out_dir / "summary.json").write_text(json.dumps(summ, indent=2) + "\n")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        workload = workload_from_args(args)
+        if args.describe:
+            describe(workload, args.plot)
+            return 0
+        spec = load_model(args.model, weights=args.weights, kv=args.kv_dtype)
+        hw = load_hardware(args.hardware)
+        prof = resolve_profile(hw, args.profile)
+        policies = [p.strip() for p in (args.compare or args.policy).split(",") if p.strip()]
+        results = [run_one(p, args, workload, spec, hw, prof) for p in policies]
+        summaries = [r[0] for r in results]
+        if args.format == "json":
+            print(json.dumps(summaries if args.compare else summaries[0], indent=2))
+        else:
+            print(f"{workload.source}: {len(workload)} requests on {args.gpus} x {hw.name}, {spec.name} "
+                  f"({args.weights}); profile: {getattr(prof, 'name', None) or 'datasheet'}")
+            _print_table(summaries, sys.stdout)
+        if args.out:
+            for summ, req, steps in results:
+                d = Path(args.out) / summ["policy"] if args.compare else Path(args.out)
+                _write(d, summ, req, steps, args.window_s)
+        if args.plot:
+            from .plots import timeline_figure
+
+            path = Path(args.out or ".") / args.plot
+            path.parent.mkdir(parents=True, exist_ok=True)
+            timeline_figure([(s["policy"], r, st) for s, r, st in results], args.window_s).savefig(path, dpi=110)
+            print(f"plot: {path}")
+        return 0
+    except (TraceError, LayoutError, ValueError, ConservationError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

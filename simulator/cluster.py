@@ -1,0 +1,155 @@
+"""Cluster: engines laid out by a policy, a router, and the arrival process, on one simpy clock.
+
+Arrivals are scheduled URGENT so that a request arriving at the very time a step ends is seen
+by that step boundary (the one same-time rule; tests/test_sim_ordering.py pins it).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import simpy
+from simpy.events import URGENT
+
+from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
+from perfmodel.steptable import StepTable
+
+from .config import EngineConfig
+from .engine import Engine
+from .policies import POLICIES
+from .records import RequestRecords, StepRecords
+from .runner import Runner
+
+ROUTERS = ("round-robin", "least-tokens", "shortest-queue")
+
+
+def urgent_timeout(env, delay: float):
+    """A timeout that fires before NORMAL events of the same instant (simpy's own URGENT
+    priority, as its Initialize and Interruption events use)."""
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None  # what Event.succeed() sets, scheduled with a priority
+    env.schedule(ev, URGENT, delay)
+    return ev
+
+
+@dataclasses.dataclass(frozen=True)
+class SimConfig:
+    """Everything a run needs besides the workload, model and hardware."""
+
+    policy: str = "tp"
+    layout: str | None = None
+    gpus: int = 8
+    policy_args: tuple = ()  # (("threshold", "256"), ...)
+    engine: EngineConfig = EngineConfig()
+    router: str = "least-tokens"
+    max_concurrency: int = 0  # 0: open loop (trace arrivals); N: closed loop, N in flight
+    framework: object = DEFAULT_FRAMEWORK
+
+    def __post_init__(self):
+        if self.router not in ROUTERS:
+            raise ValueError(f"unknown router {self.router!r}: one of {', '.join(ROUTERS)}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}: one of {', '.join(sorted(POLICIES))}")
+        if self.max_concurrency < 0:
+            raise ValueError(f"max_concurrency={self.max_concurrency} must be >= 0")
+
+
+@dataclasses.dataclass
+class SimResult:
+    """Per-request and per-step records of one run, and the engines' static facts."""
+
+    requests: object  # RequestRecords
+    steps: object  # StepRecords
+    engines: list  # [{"index", "modes", "gpus", "kv_capacity_tokens"}]
+    duration_s: float
+
+
+def _route(engines, router: str, rr_state: list):
+    """Pick an engine among those whose KV can hold the request (state changes only at
+    arrivals and completions, so fast-forward and step-by-step route identically)."""
+    if router == "round-robin":
+        e = engines[rr_state[0] % len(engines)]
+        rr_state[0] += 1
+        return e
+    if router == "least-tokens":
+        return min(engines, key=lambda e: (e.outstanding_tokens, e.index))
+    return min(engines, key=lambda e: (e.outstanding_requests, e.index))
+
+
+def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> SimResult:
+    """Replay `workload` through the engines of `cfg.policy`; every request ends completed or
+    rejected with a reason."""
+    fw = cfg.framework
+    plans = POLICIES[cfg.policy](cfg.policy, cfg.layout, spec, hw, cfg.gpus, fw, dict(cfg.policy_args))
+    limits = vllm_default_limits(hw)
+    budget = cfg.engine.max_num_batched_tokens or limits.max_num_batched_tokens
+    max_seqs = cfg.engine.max_num_seqs or limits.max_num_seqs
+    env = simpy.Environment()
+    recs, steps = RequestRecords(workload), StepRecords()
+    tables: dict = {}  # one StepTable per distinct instance layout (built once, shared)
+    max_tokens = budget + max_seqs
+
+    def table(lay):
+        if lay not in tables:
+            tables[lay] = StepTable(spec, lay, hw, prof, fw, max_tokens=max_tokens, max_seqs=max_seqs)
+        return tables[lay]
+
+    state = {"in_flight": 0, "slot": None}
+
+    def on_finish(pos):
+        if progress is not None:
+            progress(1)
+        state["in_flight"] -= 1
+        if state["slot"] is not None and not state["slot"].triggered:
+            state["slot"].succeed()
+
+    engines = [Engine(env, i, Runner({m: table(l) for m, l in p.modes.items()}, p.choose), cfg.engine,
+                      budget, max_seqs, p.kv_capacity_tokens, recs, steps, on_finish)
+               for i, p in enumerate(plans)]
+    rr = [0]
+
+    def admit(pos):
+        fit = [e for e in engines if e.fits(pos)]
+        if not fit:
+            need = int(recs.input_tokens[pos] + recs.output_tokens[pos])
+            cap = max(e.capacity_tokens for e in engines)
+            recs.reject_reason[pos] = f"needs {need} tokens of KV, above every engine's capacity ({cap})"
+            recs.issued_s[pos] = env.now
+            if progress is not None:
+                progress(1)
+            return False
+        e = _route(fit, cfg.router, rr)
+        if cfg.engine.max_waiting and len(e.waiting) >= cfg.engine.max_waiting:
+            recs.reject_reason[pos] = f"admission cap: {cfg.engine.max_waiting} requests already waiting"
+            recs.issued_s[pos] = env.now
+            if progress is not None:
+                progress(1)
+            return False
+        state["in_flight"] += 1
+        e.submit(pos)
+        return True
+
+    arrivals = recs.arrival_s
+
+    def open_loop():
+        for pos in range(len(arrivals)):
+            if arrivals[pos] > env.now:
+                yield urgent_timeout(env, arrivals[pos] - env.now)
+            admit(pos)
+
+    def closed_loop(limit: int):
+        for pos in range(len(arrivals)):
+            while state["in_flight"] >= limit:
+                state["slot"] = env.event()
+                yield state["slot"]
+            state["slot"] = None
+            if arrivals[pos] > env.now:
+                yield urgent_timeout(env, arrivals[pos] - env.now)
+            admit(pos)
+
+    env.process(closed_loop(cfg.max_concurrency) if cfg.max_concurrency else open_loop())
+    env.run()
+    info = [{"index": e.index, "modes": {m: str(l) for m, l in p.modes.items()}, "gpus": list(p.gpus),
+             "kv_capacity_tokens": e.capacity_tokens} for e, p in zip(engines, plans)]
+    duration = float(np.nanmax(recs.finish_s)) if np.isfinite(recs.finish_s).any() else 0.0
+    return SimResult(recs, steps, info, duration)

@@ -1,0 +1,31 @@
+"""EngineConfig: the scheduler knobs of one simulated engine, vLLM v1's defaults documented."""
+from __future__ import annotations
+
+import dataclasses
+
+SCHEDULE_ORDERS = ("decode-first", "prefill-first")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Continuous-batching settings (vLLM v1 names). None = the hardware's vLLM default
+    (perfmodel.framework.vllm_default_limits: 8192 tokens / 1024 seqs on >= 70 GiB GPUs)."""
+
+    max_num_batched_tokens: int | None = None  # token budget of one step
+    max_num_seqs: int | None = None  # running sequences at most
+    enable_chunked_prefill: bool = True  # vLLM v1: on; off = a prompt must fit the budget whole
+    block_size: int = 16  # KV block in tokens (vLLM's default on CUDA)
+    schedule_order: str = "decode-first"  # v1: running requests (decodes) first, then waiting
+    max_waiting: int = 0  # admission cap: reject arrivals when this many wait (0 = unlimited)
+    priority_scheduling: bool = False  # serve waiting requests by (priority, arrival) not FCFS
+    fast_forward: bool = True  # advance decode-only stretches in closed form
+
+    def __post_init__(self):
+        if self.schedule_order not in SCHEDULE_ORDERS:
+            raise ValueError(f"schedule_order={self.schedule_order!r}: one of {', '.join(SCHEDULE_ORDERS)}")
+        for f in ("max_num_batched_tokens", "max_num_seqs"):
+            v = getattr(self, f)
+            if v is not None and v < 1:
+                raise ValueError(f"{f}={v} must be >= 1")
+        if self.block_size < 1 or self.max_waiting < 0:
+            raise ValueError(f"block_size={self.block_size} must be >= 1 and max_waiting={self.max_waiting} >= 0")

@@ -1,0 +1,143 @@
+"""Summary of a run with the keys of vLLM's serving-benchmark result file, plus ours.
+
+Conservation is checked here: requests in = completed + rejected, and tokens generated =
+the output tokens of the completed requests; a violation raises (nothing is silently lost).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+PCTS = (("p90", 90), ("p99", 99))
+
+
+class ConservationError(RuntimeError):
+    """A request neither completed nor rejected, or token totals that do not add up."""
+
+
+def _stats(prefix: str, values, out: dict) -> None:
+    """mean_/median_/std_/p90_/p99_<prefix> in vLLM's naming; NaN-free input, 0 when empty."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        v = np.zeros(1)
+    out[f"mean_{prefix}"] = float(v.mean())
+    out[f"median_{prefix}"] = float(np.median(v))
+    out[f"std_{prefix}"] = float(v.std())
+    for name, q in PCTS:
+        out[f"{name}_{prefix}"] = float(np.percentile(v, q))
+
+
+def check_conservation(req: pd.DataFrame) -> None:
+    """Every request completed or rejected; generated tokens equal completed outputs."""
+    unfinished = req[req["status"] == "unfinished"]
+    if len(unfinished):
+        raise ConservationError(f"{len(unfinished)} request(s) neither completed nor rejected, e.g. "
+                                f"request_id={unfinished['request_id'].iloc[0]}")
+    comp = req[req["status"] == "completed"]
+    if int(comp["generated_tokens"].sum()) != int(comp["output_tokens"].sum()):
+        raise ConservationError(f"generated {int(comp['generated_tokens'].sum())} tokens but completed "
+                                f"requests asked for {int(comp['output_tokens'].sum())}")
+
+
+def itl_samples(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Inter-token latencies as (step durations, weights = decoding sequences): a step that
+    decodes n sequences gives each of them one gap of its duration. A fast-forwarded stretch of
+    k steps counts as k steps of its mean duration (its steps differ only by the context growing
+    k tokens, a fraction of a percent of a step for LLM-sized contexts)."""
+    dec = steps[steps["decode_seqs"] > 0]
+    k = dec["steps"].to_numpy().astype(float)
+    return dec["duration_s"].to_numpy() / k, dec["decode_seqs"].to_numpy() * k
+
+
+def _weighted_stats(prefix, values, weights, out):
+    if len(values) == 0 or weights.sum() == 0:
+        return _stats(prefix, [], out)
+    order = np.argsort(values)
+    v, w = values[order], weights[order]
+    cw = np.cumsum(w) / w.sum()
+    mean = float((v * w).sum() / w.sum())
+    out[f"mean_{prefix}"] = mean
+    out[f"median_{prefix}"] = float(v[np.searchsorted(cw, 0.5)])
+    out[f"std_{prefix}"] = float(np.sqrt(((v - mean) ** 2 * w).sum() / w.sum()))
+    for name, q in PCTS:
+        out[f"{name}_{prefix}"] = float(v[min(len(v) - 1, np.searchsorted(cw, q / 100))])
+
+
+def summarize(req: pd.DataFrame, steps: pd.DataFrame, engines: list, slo_ttft_ms=None, slo_tpot_ms=None) -> dict:
+    """vLLM benchmark keys (completed, total_input_tokens, ..., median_ttft_ms, ...) plus goodput,
+    queue_ms, preemptions, rejected (with reasons), KV utilisation and time per mode."""
+    check_conservation(req)
+    comp = req[req["status"] == "completed"]
+    t0 = float(req["arrival_s"].min()) if len(req) else 0.0
+    end = float(comp["finish_s"].max()) if len(comp) else t0
+    dur = max(end - t0, 1e-12)
+    out = {
+        "completed": int(len(comp)), "rejected": int((req["status"] == "rejected").sum()),
+        "num_requests": int(len(req)),
+        "total_input_tokens": int(comp["input_tokens"].sum()),
+        "total_output_tokens": int(comp["generated_tokens"].sum()),
+        "duration": dur,
+    }
+    out["request_throughput"] = out["completed"] / dur
+    out["output_throughput"] = out["total_output_tokens"] / dur
+    out["total_token_throughput"] = (out["total_input_tokens"] + out["total_output_tokens"]) / dur
+    _stats("ttft_ms", comp["ttft_ms"], out)
+    _stats("tpot_ms", comp["tpot_ms"], out)
+    vals, wts = itl_samples(steps)
+    _weighted_stats("itl_ms", 1e3 * vals, wts, out)
+    _stats("e2el_ms", comp["e2el_ms"], out)
+    _stats("queue_ms", comp["queue_ms"], out)
+    good = np.ones(len(comp), dtype=bool)
+    if slo_ttft_ms is not None:
+        good &= comp["ttft_ms"].fillna(0).to_numpy() <= slo_ttft_ms
+    if slo_tpot_ms is not None:
+        good &= comp["tpot_ms"].fillna(0).to_numpy() <= slo_tpot_ms
+    out["goodput_requests"] = int(good.sum())
+    out["request_goodput"] = float(good.sum()) / dur
+    out["preemptions"] = int(req["preemptions"].sum())
+    reasons = req.loc[req["status"] == "rejected", "reject_reason"].value_counts()
+    out["rejected_reasons"] = {str(k): int(v) for k, v in reasons.items()}
+    cap = {e["index"]: e["kv_capacity_tokens"] for e in engines}
+    if len(steps):
+        step_time = steps["duration_s"].to_numpy()
+        util = steps["kv_used_tokens"].to_numpy() / np.array([cap[int(e)] for e in steps["engine"]])
+        out["mean_kv_utilization"] = float((util * step_time).sum() / max(step_time.sum(), 1e-12))
+        out["max_kv_utilization"] = float(util.max())
+        by_mode = steps.groupby("mode", observed=True)["duration_s"].sum()
+        out["time_in_mode_s"] = {str(k): float(v) for k, v in by_mode.items()}
+        out["num_steps"] = int(steps["steps"].sum())
+        out["mode_switches"] = int(_switches(steps))
+        out["switch_time_s"] = float(steps["switch_s"].sum())
+    out["engines"] = len(engines)
+    return out
+
+
+def _switches(steps: pd.DataFrame) -> int:
+    """Mode changes between consecutive steps of the same engine."""
+    n = 0
+    for _, g in steps.groupby("engine"):
+        codes = g["mode"].cat.codes.to_numpy()
+        n += int((codes[1:] != codes[:-1]).sum())
+    return n
+
+
+def time_series(req: pd.DataFrame, steps: pd.DataFrame, window_s: float) -> pd.DataFrame:
+    """Per window: arrivals/s, completions, output tokens/s, median TTFT of requests arriving then,
+    queue length (waiting, step-weighted) and the share of time in each mode."""
+    w = max(window_s, 1e-9)
+    req = req.assign(win=(req["arrival_s"] // w).astype(int))
+    g = req.groupby("win")
+    ts = pd.DataFrame({"arrival_rate": g.size() / w, "median_ttft_ms": g["ttft_ms"].median()})
+    comp = req[req["status"] == "completed"]
+    fin = comp.groupby((comp["finish_s"] // w).astype(int))
+    ts = ts.join(pd.DataFrame({"output_tokens_per_s": fin["generated_tokens"].sum() / w}), how="outer")
+    if len(steps):
+        sw = steps.assign(win=(steps["start_s"] // w).astype(int))
+        ts = ts.join(sw.groupby("win")["waiting"].mean().rename("queue_length"), how="outer")
+        modes = sw.pivot_table(index="win", columns="mode", values="duration_s", aggfunc="sum",
+                               observed=True, fill_value=0.0)
+        ts = ts.join(modes.add_prefix("mode_s_"), how="outer")
+    ts.index = ts.index.astype(float) * w
+    ts.index.name = "t_s"
+    return ts.fillna(0.0)

@@ -1,0 +1,86 @@
+"""Columnar records of a run: one row per request (numpy), one row per step or stretch (array)."""
+from __future__ import annotations
+
+import array
+
+import numpy as np
+import pandas as pd
+
+STEP_COLUMNS = ("start_s", "duration_s", "engine", "mode", "steps", "prefill_tokens", "prefill_seqs",
+                "prefill_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens", "kv_used_tokens",
+                "waiting", "switch_s")
+
+
+class RequestRecords:
+    """Per-request outcome arrays, indexed by the request's position in the workload."""
+
+    def __init__(self, workload):
+        df = workload.requests
+        n = len(df)
+        self.request_id = df["request_id"].to_numpy()
+        self.arrival_s = df["arrival_s"].to_numpy(dtype=float)
+        self.input_tokens = df["input_tokens"].to_numpy(dtype=np.int64)
+        self.output_tokens = df["output_tokens"].to_numpy(dtype=np.int64)
+        self.priority = df["priority"].to_numpy(dtype=np.int64)
+        self.issued_s = np.full(n, np.nan)  # when it reached an engine (closed loop: may be later)
+        self.scheduled_s = np.full(n, np.nan)  # first step that ran it
+        self.first_token_s = np.full(n, np.nan)
+        self.finish_s = np.full(n, np.nan)
+        self.generated = np.zeros(n, dtype=np.int64)
+        self.engine = np.full(n, -1, dtype=np.int64)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.reject_reason = np.full(n, "", dtype=object)
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per request: times in seconds, ttft/tpot/e2el in ms, status."""
+        done = ~np.isnan(self.finish_s)
+        out = np.maximum(self.output_tokens, 1)
+        df = pd.DataFrame({
+            "request_id": self.request_id, "arrival_s": self.arrival_s, "issued_s": self.issued_s,
+            "scheduled_s": self.scheduled_s, "first_token_s": self.first_token_s, "finish_s": self.finish_s,
+            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+            "generated_tokens": self.generated, "priority": self.priority, "engine": self.engine,
+            "preemptions": self.preemptions,
+            "status": np.where(done, "completed", np.where(self.reject_reason != "", "rejected", "unfinished")),
+            "reject_reason": self.reject_reason,
+        })
+        df["queue_ms"] = 1e3 * (self.scheduled_s - self.issued_s)
+        df["ttft_ms"] = 1e3 * (self.first_token_s - self.issued_s)
+        df["e2el_ms"] = 1e3 * (self.finish_s - self.issued_s)
+        df["tpot_ms"] = np.where(out > 1, 1e3 * (self.finish_s - self.first_token_s) / (out - 1), np.nan)
+        return df
+
+
+class StepRecords:
+    """Append-only columns (array('d')): one row per engine step, or per fast-forwarded stretch
+    of `steps` identical-shape decode steps (then the token columns are those of its first step)."""
+
+    def __init__(self):
+        self.cols = {c: array.array("d") for c in STEP_COLUMNS}
+        self.modes: list[str] = []  # mode names, indexed by the float code in column "mode"
+        self._mode_code: dict = {}
+
+    def mode_code(self, name: str) -> float:
+        if name not in self._mode_code:
+            self._mode_code[name] = float(len(self.modes))
+            self.modes.append(name)
+        return self._mode_code[name]
+
+    def append(self, *values) -> None:
+        for col, v in zip(self.cols.values(), values):
+            col.append(v)
+
+    def __len__(self) -> int:
+        return len(self.cols["start_s"])
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame({c: np.frombuffer(a, dtype=float) if len(a) else np.zeros(0)
+                           for c, a in self.cols.items()})
+        df["engine"] = df["engine"].astype(np.int64)
+        df["steps"] = df["steps"].astype(np.int64)
+        df["mode"] = pd.Categorical.from_codes(df["mode"].astype(int), categories=self.modes) \
+            if self.modes else pd.Categorical([])
+        return df
