@@ -28,7 +28,7 @@ def resolve_profile(hw, name: str | None):
 def _explain(spec, hw, prof, args, out) -> None:
     """Per-term breakdown of the first prefill step and a mid-generation decode step."""
     from .batch import decode_batch, prefill_batch
-    from .estimate import deployment
+    from .estimate import deployment, instance_layout
 
     fw = DEFAULT_FRAMEWORK
     src = getattr(prof, "describe", None)
@@ -40,7 +40,7 @@ def _explain(spec, hw, prof, args, out) -> None:
         n = min(args.input, vllm_default_limits(hw).max_num_batched_tokens)
         for label, batch, tokens in (("prefill step", prefill_batch(n), n),
                                      ("decode step", decode_batch(1, args.input + args.output // 2), 1)):
-            lay = dataclasses.replace(dep.layout_for(tokens), dp=1)
+            lay = instance_layout(dep.layout_for(tokens))
             terms = step_cost(spec, lay, hw, batch, prof, fw).breakdown()
             total = sum(terms.values())
             print(f"{strategy} [{lay}] {label}: {1e3 * total:.3f} ms", file=out)
@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def split_strategies(text: str) -> list[str]:
     """'dp,tp,sp' -> 3 names; layouts are comma lists themselves, so 'tp=2,pp=4;tp=8' splits on ';'."""
-    sep = ";" if "=" in text else ","
+    sep = ";" if ";" in text or "=" in text else ","
     return [s.strip() for s in text.split(sep) if s.strip()]
 
 

@@ -49,8 +49,10 @@ def _expert_gemm_s(spec, layout, hw, n_loc, prof):
     rows = n_group * k * experts_here / E  # routed rows landing on this GPU
     m_e = rows / active
     wd = spec.weight_dtype
-    per = ops.gemm_time_s(m_e, 2 * width, d, wd, hw, prof) + ops.gemm_time_s(m_e, d, width, wd, hw, prof)
-    return np.where(n_loc > 0, active * per, 0.0)
+    # a fused MoE kernel (vLLM's fused_moe) is one launch over the hit experts: the same FLOPs and
+    # weight bytes as one GEMM of m_e rows against `active` experts' weights side by side
+    per = ops.gemm_time_s(m_e, 2 * width * active, d, wd, hw, prof) + ops.gemm_time_s(m_e, d * active, width, wd, hw, prof)
+    return np.where(n_loc > 0, per, 0.0)
 
 
 def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework):

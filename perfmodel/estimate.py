@@ -43,13 +43,23 @@ class Deployment:
         return f"{s} | shift tp={self.shift.tp}" if self.shift else s
 
 
-def _min_tp(spec, hw, fw) -> int:
-    """Smallest TP (power of two) whose instance holds the weights with room for KV."""
+SHIFT_MIN_KV_FRACTION = 0.25  # Shift's default base keeps >= 25% of usable HBM for KV: this picks the
+#   paper's bases (SP=8 for Llama-3.3-70B fp8 on 8 x H200; SP=4 x TP=2 for the 109B Llama-4 Scout)
+
+
+def _min_tp(spec, hw, fw, gpus: int | None = None, shift: bool = False) -> int:
+    """Smallest TP (power of two) whose instance holds the weights with room for KV; for Shift
+    (two weight copies) room for at least SHIFT_MIN_KV_FRACTION of the usable memory."""
     tp = 1
     while tp <= hw.gpus_per_node:
         try:
             lay = ParallelLayout(tp=tp).validate(spec)
-            if memory.plan(spec, lay, hw, fw).kv_capacity_tokens > 0:
+            if shift:
+                sp = (gpus or hw.gpus_per_node) // tp
+                p = memory.shift_plan(spec, ParallelLayout(tp=tp, sp=sp).validate(spec), hw, fw)
+                if p.kv_bytes_per_gpu >= SHIFT_MIN_KV_FRACTION * p.usable_bytes_per_gpu:
+                    return tp
+            elif memory.plan(spec, lay, hw, fw).kv_capacity_tokens > 0:
                 return tp
         except LayoutError:
             pass
@@ -80,19 +90,24 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
         t = _min_tp(spec, hw, fw) if not spec.is_moe else 1
         lay = ParallelLayout(tp=t, dp=gpus // t, ep=gpus if spec.is_moe else 1)
     elif s == "shift":
-        t = _min_tp(spec, hw, fw)
+        t = _min_tp(spec, hw, fw, gpus, shift=True)
         base = ParallelLayout(tp=t, sp=gpus // t).validate(spec, gpus)
         shift = ParallelLayout(tp=gpus).validate(spec, gpus)
         return Deployment("shift", base, memory.shift_plan(spec, base, hw, fw), shift, threshold_tokens)
     else:
         raise LayoutError(f"unknown strategy {strategy!r}: dp, tp, pp, sp, shift, ep or a layout like tp=2,pp=4")
     lay.validate(spec, gpus)
-    inst = dataclasses.replace(lay, dp=1)
-    return Deployment(s, lay, memory.plan(spec, inst, hw, fw))
+    return Deployment(s, lay, memory.plan(spec, instance_layout(lay), hw, fw))
+
+
+def instance_layout(lay: ParallelLayout) -> ParallelLayout:
+    """The layout one engine (a DP rank) runs: dp=1, unless EP spans several DP ranks, in which
+    case dp stays the number of ranks one expert group spans (cost and memory ignore dp)."""
+    return dataclasses.replace(lay, dp=max(1, lay.ep // (lay.tp * lay.sp)))
 
 
 def _step_s(dep, spec, hw, batch, tokens, prof, fw):
-    lay = dataclasses.replace(dep.layout_for(tokens), dp=1)
+    lay = instance_layout(dep.layout_for(tokens))
     return step_cost(spec, lay, hw, batch, prof, fw)
 
 

@@ -30,11 +30,13 @@ class StepTable:
         s = np.arange(max_seqs + 1, dtype=float)
         self._tok = sum(token_terms(spec, layout, hw, t, prof, fw).values()).tolist()
         self._seq = sum(seq_terms(spec, layout, hw, s, prof, fw).values()).tolist()
-        # decode attention = a[n] + b[n] * keys: two points per n (0 and 1e6 keys per sequence)
-        k1 = 1e6
-        a = attention_s(spec, layout, hw, make_batch(decode_seqs=s, decode_kv_tokens=0 * s), prof)
+        # decode attention = a[n] + b[n] * keys: the line through two points per n, both above any
+        # sliding window (sliding layers read min(context, window) keys: exact for longer contexts)
+        k0, k1 = 2.0 * max(spec.sliding_window, 1), 1e6
+        a0 = attention_s(spec, layout, hw, make_batch(decode_seqs=s, decode_kv_tokens=k0 * s), prof)
         a1 = attention_s(spec, layout, hw, make_batch(decode_seqs=s, decode_kv_tokens=k1 * s), prof)
-        b = np.where(s > 0, (a1 - a) / np.maximum(k1 * s, 1), 0.0)
+        b = np.where(s > 0, (a1 - a0) / np.maximum((k1 - k0) * s, 1), 0.0)
+        a = a0 - b * k0 * s
         self._dec_a, self._dec_b = a.tolist(), b.tolist()
 
     @staticmethod

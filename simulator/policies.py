@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from perfmodel.estimate import deployment
+from perfmodel.estimate import deployment, instance_layout
 from perfmodel.layout import LayoutError, ParallelLayout
 
 STATIC = ("dp", "tp", "pp", "sp", "ep", "layout")
@@ -50,7 +50,7 @@ def static_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
         raise LayoutError(f"{spec.name} does not fit {dep.describe()} on {hw.name}: "
                           f"{dep.plan.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU vs "
                           f"{dep.plan.usable_bytes_per_gpu / 1e9:.1f} GB usable")
-    inst = dataclasses.replace(dep.base, dp=1)
+    inst = instance_layout(dep.base)
     per = inst.gpus_per_instance
     mode = str(inst)
     return [EnginePlan({mode: inst}, lambda t, m=mode: m, dep.plan.kv_capacity_tokens,

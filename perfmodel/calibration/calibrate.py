@@ -1,0 +1,171 @@
+"""Fit a calibrated profile from measurements (and derive one for a GPU without measurements).
+
+The profile JSON holds the fitted numbers, the datasheet roofline they are normalised by, and the
+provenance: source files with sha256 and rows used, the split, the date, the fit error per op.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import attention as att
+from . import collectives as coll
+from . import gemm as gm
+from . import split
+from .profile import FORMAT, from_dict
+from .readers import sha256
+from .validate import _noise, predict_us
+
+FORMS = {
+    "gemm": "efficiency = datasheet roofline / time on the measured (m, n, k) grid per dtype, trilinear in "
+            "log m, log n, log k; constant outside the grid (time follows the roofline there)",
+    "attention_prefill": "efficiency grid per head_dim over log2 (s, seqs*heads, heads/kv_heads), s = fresh-prefill "
+                         "length with the same query-key pairs; smoothed least squares in log time",
+    "attention_decode": "t = fixed_us(seqs*kv_heads, gqa) + kv_bytes / kv_gbs(seqs*kv_heads, gqa) per head_dim: "
+                        "affine in keys read; relative least squares, reweighted, fixed >= 0, kv_gbs <= datasheet HBM",
+    "collectives": "median measured time per size (repeats pooled), log-log interpolation per (op, group); "
+                   "constant below the smallest size, last bus bandwidth above the largest",
+    "copies": "as collectives, per copy kind (h2d, d2h, d2d, p2p)",
+}
+
+
+def roofline_of(hw) -> dict:
+    """Datasheet peaks the efficiencies are normalised by (fp32 and fp16 use the bf16 peak: only a
+    normalisation, it cancels between fit and prediction)."""
+    bf16 = hw.bf16_tflops
+    return {"peak_tflops": {"bf16": bf16, "fp16": bf16, "fp32": bf16, "fp8": hw.fp8_tflops or bf16},
+            "hbm_gbs": hw.hbm_bw_gbs,
+            "source": f"perfmodel/hardware/{hw.name}.toml datasheet bf16_tflops, fp8_tflops, hbm_bw_gbs"}
+
+
+def _label(kind: str, df):
+    if kind in ("prefill", "decode"):
+        return np.full(len(df), "attention_" + kind)
+    return {"gemm": lambda: "gemm " + df.dtype, "collective": lambda: df.op,
+            "copy": lambda: "memcpy_" + df.kind}[kind]().to_numpy()
+
+
+def _errors(kind, df, prof, held) -> dict:
+    """Fit-row and held-out median / p90 |relative error| per op label."""
+    pred = predict_us(kind, df, prof)
+    err = np.abs(pred / df.t_us.to_numpy() - 1)
+    labels = _label(kind, df)
+    out = {}
+    for lab in sorted(set(labels)):
+        sel = labels == lab
+        rec = {}
+        for part, mask in (("fit", sel & ~held.to_numpy()), ("heldout", sel & held.to_numpy())):
+            e = err[mask]
+            e = e[np.isfinite(e)]
+            rec[f"{part}_rows"] = int(len(e))
+            if len(e):
+                rec[f"{part}_median_abs_rel_err"] = round(float(np.median(e)), 4)
+                rec[f"{part}_p90_abs_rel_err"] = round(float(np.percentile(e, 90)), 4)
+        sub = df[sel]
+        noise = _noise(kind, sub)
+        if np.isfinite(noise):
+            rec["repeat_noise_median_abs_rel"] = round(noise, 4)
+        out[lab] = rec
+    return out
+
+
+def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, command: str = "") -> dict:
+    """The profile dict fitted on `meas` (readers.Measurements): on the fit split ("fit", the
+    default: validate then reports held-out error) or on every row ("all")."""
+    if split_mode not in ("fit", "all"):
+        raise ValueError(f"--split {split_mode!r}: choose fit or all")
+    roof = roofline_of(hw)
+    d = {"format": FORMAT, "name": name or hw.name, "hardware": hw.name, "roofline": roof}
+    held = {}
+    fitters = {"gemm": ("gemm", lambda f: gm.fit_gemm(f, roof)),
+               "prefill": ("attention_prefill", lambda f: att.fit_prefill(f, roof)),
+               "decode": ("attention_decode", lambda f: att.fit_decode(f, roof)),
+               "collective": ("collectives", coll.fit_collectives), "copy": ("copies", coll.fit_copies)}
+    for kind, (key, fit) in fitters.items():
+        df = meas.frame(kind)
+        if not len(df):
+            continue
+        held[kind] = split.heldout(kind, df) if split_mode == "fit" else pd.Series(False, index=df.index)
+        d[key] = fit(df[~held[kind]])
+    if len(d) == 4:
+        raise ValueError("no measurement rows to fit (gemm, attention, collective or memcpy rows)")
+    prof = from_dict(d)
+    errors = {}
+    for kind in held:
+        errors.update(_errors(kind, meas.frame(kind), prof, held[kind]))
+    d["provenance"] = {
+        "tool": "perfmodel calibrate (perfmodel/calibration)",
+        "command": command,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sources": list(meas.sources),
+        "rows_skipped": meas.skipped,
+        "split": {"fit_on": split_mode, "rule": split.RULE},
+        "fits": {k: v for k, v in FORMS.items() if k in d},
+        "fit_error": errors,
+    }
+    return d
+
+
+def derive(base_path: Path, base_hw, target_hw, name: str | None = None, out_dir: Path | None = None) -> dict:
+    """A profile for a GPU without measurements: the base fit, with the HBM-bound share of GEMM and
+    attention times scaled by the datasheet bandwidth ratio. Only for the same tensor cores and the
+    same NVLink (H100 SXM -> H200 SXM); anything else would need measurements."""
+    for f in ("bf16_tflops", "fp8_tflops", "link_bw_gbs", "gpus_per_node"):
+        if getattr(base_hw, f) != getattr(target_hw, f):
+            raise ValueError(f"cannot derive {target_hw.name} from {base_hw.name}: {f} differs "
+                             f"({getattr(target_hw, f)} vs {getattr(base_hw, f)}); measure it instead")
+    base_path = Path(base_path)
+    ratio = base_hw.hbm_bw_gbs / target_hw.hbm_bw_gbs
+    rel = os.path.relpath(base_path.resolve(), (out_dir or base_path.parent).resolve())
+    return {
+        "format": FORMAT, "name": name or target_hw.name, "hardware": target_hw.name,
+        "derived_from": {"profile": rel, "sha256": sha256(base_path), "hardware": base_hw.name},
+        "transfer": {"hbm_ratio": round(ratio, 6), "base_hbm_gbs": base_hw.hbm_bw_gbs,
+                     "target_hbm_gbs": target_hw.hbm_bw_gbs},
+        "provenance": {
+            "tool": "perfmodel calibrate --derive-from (perfmodel/calibration/calibrate.py:derive)",
+            "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "measurements": f"none on {target_hw.name}: no {target_hw.name} measurements are available to the team",
+            "transferred_unchanged": (
+                f"every fitted table of {base_path.name} ({base_hw.name}): the GPUs share the Hopper die "
+                f"(bf16 {target_hw.bf16_tflops} / fp8 {target_hw.fp8_tflops} TFLOP/s), NVLink 4 + NVSwitch "
+                f"({target_hw.link_bw_gbs} GB/s per direction) and {target_hw.gpus_per_node} GPUs per node, so "
+                "compute efficiency, latency floors and collective / copy curves carry over as measured"),
+            "scaled": (
+                f"HBM bandwidth {base_hw.hbm_bw_gbs} -> {target_hw.hbm_bw_gbs} GB/s (datasheets): the share of a "
+                f"GEMM or prefill time that moving its bytes at {base_hw.hbm_bw_gbs} GB/s takes is multiplied by "
+                f"{ratio:.4f}; decode attention's per-KV-byte cost is multiplied by {ratio:.4f}, its fixed part is "
+                "kept. Why: HBM3e vs HBM3 is the only datasheet difference that changes kernel time; the measured "
+                "device copies (TARGETS.md: 3.0 of 3.35 and 4.3 of 4.8 TB/s) both reach ~90% of the datasheet"),
+            "not_in_profile": (f"memory capacity ({target_hw.hbm_bytes / 1e9:.0f} GB) comes from the hardware preset "
+                               f"perfmodel/hardware/{target_hw.name}.toml (memory planner), not from a timing profile"),
+        },
+    }
+
+
+def _inline(x) -> bool:
+    return isinstance(x, list) and all(isinstance(v, (int, float)) or _inline(v) for v in x)
+
+
+def dumps(d, indent: int = 0) -> str:
+    """JSON with dicts indented and numeric arrays on one line each (small and readable)."""
+    pad = " " * (indent + 1)
+    if isinstance(d, dict):
+        if not d:
+            return "{}"
+        items = [f"{pad}{json.dumps(str(k))}: {dumps(v, indent + 1)}" for k, v in d.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    if _inline(d):
+        return json.dumps(d, separators=(",", ":"))
+    if isinstance(d, list):
+        return "[\n" + ",\n".join(pad + dumps(v, indent + 1) for v in d) + "\n" + " " * indent + "]"
+    return json.dumps(d)
+
+
+def write_profile(d: dict, path) -> None:
+    Path(path).write_text(dumps(d) + "\n")

@@ -1,0 +1,119 @@
+"""`perfmodel calibrate` and `perfmodel validate` (wired by perfmodel/cli.py; also runnable as
+`python -m perfmodel.calibration.cli calibrate|validate ...`). Bad input: one line, exit 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from ..hardware import load_hardware
+
+
+def add_calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--measurements", nargs="+", metavar="PATH",
+                   help="measurement CSV files and/or directories (aiconfigurator layout or our schema)")
+    p.add_argument("--base", required=True, help="hardware preset the profile is for (h100_sxm, cpu, ...)")
+    p.add_argument("--out", required=True, help="profile JSON to write")
+    p.add_argument("--name", default=None, help="profile name (default: the hardware name)")
+    p.add_argument("--split", default="fit", choices=("fit", "all"),
+                   help="fit on the fixed fit split (default; validate reports held-out error) or on all rows")
+    p.add_argument("--derive-from", default=None, metavar="PROFILE",
+                   help="derive a profile for --base from this profile and the two datasheets (no measurements)")
+
+
+def add_validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--measurements", nargs="+", required=True, metavar="PATH",
+                   help="measurement CSV files and/or directories")
+    p.add_argument("--profile", required=True, help="profile JSON path or shipped name (h100_sxm, ...)")
+    p.add_argument("--hardware", default=None, help="datasheet to compare with (default: the profile's hardware)")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.add_argument("--plot", default=None, metavar="PNG", help="predicted vs measured per op (log-log)")
+
+
+def _fail(e: Exception) -> int:
+    print(f"error: {e}".splitlines()[0], file=sys.stderr)
+    return 2
+
+
+def calibrate_main(args, out=None) -> int:
+    """Fit (or derive) a profile and write it; prints a one-screen summary of the fit errors."""
+    from .calibrate import calibrate, derive, write_profile
+    from .readers import read_measurements_any
+
+    out = out or sys.stdout
+    try:
+        hw = load_hardware(args.base)
+        if args.derive_from:
+            from .profile import load_profile
+
+            base = load_profile(args.derive_from)
+            d = derive(Path(base.path), load_hardware(base.hardware), hw, args.name, Path(args.out).parent)
+        else:
+            if not args.measurements:
+                raise ValueError("--measurements is required (or --derive-from PROFILE)")
+            d = calibrate(read_measurements_any(args.measurements), hw, args.split, args.name, _command(args))
+        write_profile(d, args.out)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        return _fail(e)
+    print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e3:.0f} kB) for {hw.name}", file=out)
+    for op, e in d["provenance"].get("fit_error", {}).items():
+        held = e.get("heldout_median_abs_rel_err")
+        print(f"  {op:24s} fit rows {e['fit_rows']:6d} median {100 * e.get('fit_median_abs_rel_err', float('nan')):5.1f}%"
+              + (f" | held-out rows {e['heldout_rows']:6d} median {100 * held:5.1f}% p90 "
+                 f"{100 * e['heldout_p90_abs_rel_err']:5.1f}%" if held is not None else ""), file=out)
+    return 0
+
+
+def _command(args) -> str:
+    parts = ["perfmodel", "calibrate", "--measurements", *map(str, args.measurements), "--base", args.base,
+             "--out", str(args.out)]
+    if args.split != "fit":
+        parts += ["--split", args.split]
+    if args.name:
+        parts += ["--name", args.name]
+    return " ".join(shlex.quote(a) for a in parts)
+
+
+def validate_main(args, out=None) -> int:
+    """Print per-op error of the profile and of the datasheet roofline (table or JSON); optional plot."""
+    from .profile import load_profile
+    from .readers import read_measurements_any
+    from .validate import format_table, plot, validate
+
+    out = out or sys.stdout
+    try:
+        prof = load_profile(args.profile)
+        hw = load_hardware(args.hardware or prof.hardware)
+        meas = read_measurements_any(args.measurements)
+        rows = validate(meas, prof, hw)
+        if not rows:
+            raise ValueError(f"{', '.join(map(str, args.measurements))}: no rows of an op the profile fits")
+        if args.plot:
+            plot(meas, prof, hw, args.plot)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        return _fail(e)
+    if args.format == "json":
+        json.dump(rows, out, indent=1)
+        out.write("\n")
+    else:
+        title = (f"profile {prof.name} ({prof.path}) vs {', '.join(map(str, args.measurements))}; "
+                 f"datasheet = {hw.name} roofline without calibration; |relative error| of predicted time")
+        print(format_table(rows, title), file=out)
+        if args.plot:
+            print(f"plot: {args.plot}", file=out)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m perfmodel.calibration.cli", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    add_calibrate_args(sub.add_parser("calibrate", help="fit a calibrated profile from measurements"))
+    add_validate_args(sub.add_parser("validate", help="predicted vs measured error per op"))
+    args = p.parse_args(argv)
+    return calibrate_main(args) if args.cmd == "calibrate" else validate_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Calibrated profile: the fitted tables of one GPU kind, answering perfmodel.ops' questions.
+
+A profile is a JSON file (perfmodel/profiles/<name>.json, or any path) written by
+`perfmodel calibrate`. Every method takes numpy arrays and returns float64 seconds, or None when
+the profile does not cover that op / dtype / group (ops.py then uses the datasheet roofline).
+A derived profile (h200_sxm.json) names its base profile and the datasheet ratio it applies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import attention as att
+from . import collectives as coll
+from . import gemm as gm
+
+PROFILE_DIR = Path(__file__).resolve().parents[1] / "profiles"
+FORMAT = "parallelism-sim calibrated profile 1"
+NOT_CALIBRATED = {
+    "elementwise": "datasheet HBM bandwidth (hardware preset; not calibrated)",
+    "overhead": "Framework defaults (perfmodel/framework.py; not calibrated)",
+    "pipeline_bubble": "idle pipeline stages: derived from the calibrated stage time",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """Parsed tables (immutable once loaded; shared through load_profile's cache)."""
+
+    name: str
+    path: str
+    hardware: str
+    roof: dict
+    gemm: dict  # dtype -> GemmTable
+    prefill: dict  # head_dim -> PrefillTable
+    decode: dict  # head_dim -> DecodeTable
+    collectives: dict  # op -> {group: Curve}
+    copies: dict  # kind -> Curve
+    hbm_ratio: float = 1.0  # derived profiles: base HBM bandwidth / this GPU's (1 = measured here)
+    origin: str = ""  # "h100_sxm.json" or "h200_sxm.json (from h100_sxm.json, ...)" for describe()
+    data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    # ---- the protocol perfmodel.ops calls -------------------------------------------------------
+    def gemm_time_s(self, m, n, k, dtype: str):
+        """C[m,n] = A[m,k] W[k,n] in compute dtype `dtype` (bf16/fp8; fp32 on CPU), or None."""
+        for d in gm.DTYPE_FALLBACK.get(dtype, (dtype,)):
+            if d in self.gemm:
+                m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+                t = gm.gemm_time_s(self.gemm[d], m, n, k, d, self.roof)
+                return self._hbm_share(t, gm.gemm_bytes(m, n, k, d))
+        return None
+
+    def attn_prefill_time_s(self, pairs, kv_tokens, seqs, heads, kv_heads, head_dim, kv_dtype: str = "bf16"):
+        """Causal prefill attention on one GPU (aggregates as in perfmodel.batch), or None."""
+        if not self.prefill:
+            return None
+        pairs, kv_tokens, seqs = (np.asarray(x, dtype=float) for x in (pairs, kv_tokens, seqs))
+        t = att.by_head_dim(self.prefill, head_dim, lambda tab: tab.time_s(
+            pairs, kv_tokens, seqs, heads, kv_heads, head_dim, self.roof))
+        return self._hbm_share(t, kv_tokens * _kv_bytes(kv_dtype) * kv_heads * head_dim)
+
+    def attn_decode_time_s(self, seqs, kv_tokens, heads, kv_heads, head_dim, kv_dtype: str = "bf16"):
+        """Decode attention: fixed(seqs) + per_byte(seqs) * KV bytes, affine in kv_tokens, or None.
+        fp8 KV halves the bytes (fit on bf16 KV: assumes the per-byte cost is bandwidth)."""
+        if not self.decode:
+            return None
+        scale = self.hbm_ratio * _kv_bytes(kv_dtype) / att.KV_BYTES
+        return att.by_head_dim(self.decode, head_dim, lambda tab: tab.time_s(
+            seqs, kv_tokens, heads, kv_heads, head_dim, kv_scale=scale))
+
+    def collective_time_s(self, op: str, size_bytes, group: int):
+        """Measured-curve time of `op` over `group` ranks (nccl-tests size), or None if not covered."""
+        curves = self.collectives.get(op)
+        if not curves:
+            return None
+        return coll.group_time_s(curves, np.asarray(size_bytes, dtype=float), int(group))
+
+    def copy_time_s(self, kind: str, nbytes):
+        """Measured-curve time of an h2d/d2h/d2d/p2p copy, or None (datasheet formula) if unmeasured."""
+        if kind not in self.copies:
+            return None
+        nbytes = np.asarray(nbytes, dtype=float)
+        return np.where(nbytes > 0, self.copies[kind].time_s(nbytes), 0.0)
+
+    # ---- provenance ------------------------------------------------------------------------------
+    def describe(self, op: str) -> str:
+        """Which profile and which fit produce a cost term or op (for `perfmodel estimate --explain`)."""
+        src = self.origin or f"{self.name}.json"
+        if op == "gemm":
+            if not self.gemm:
+                return f"datasheet roofline ({src} has no GEMM rows)"
+            return (f"{src}: gemm {'/'.join(sorted(self.gemm))} efficiency grid, trilinear in log m, n, k "
+                    "(edge efficiency x roofline outside the grid)")
+        if op in ("attention", "attention_prefill", "attention_decode"):
+            if not (self.prefill or self.decode):
+                return f"datasheet roofline ({src} has no attention rows)"
+            dims = ",".join(str(int(d)) for d in sorted(self.prefill or self.decode))
+            parts = []
+            if self.prefill and op != "attention_decode":
+                parts.append("prefill efficiency grid over log (s, seqs*heads, GQA)")
+            if self.decode and op != "attention_prefill":
+                parts.append("decode fixed + KV bytes / bandwidth over log (seqs*kv_heads, GQA)")
+            return f"{src}: {'; '.join(parts)}, per head_dim {dims}"
+        if op in self.collectives or op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                             "send_recv", "custom_all_reduce"):
+            if op not in self.collectives:
+                return f"datasheet alpha-beta (hardware preset; {src} has no {op} rows)"
+            groups = ",".join(str(g) for g in sorted(self.collectives[op]))
+            text = f"{src}: {op} measured time, log-log interpolation over size, groups {groups}"
+            if op == "all_reduce" and "custom_all_reduce" in self.collectives:
+                text += "; custom one/two-shot all-reduce curve for messages <= 8 MiB"
+            return text
+        kind = op.replace("memcpy_", "")
+        if kind in ("h2d", "d2h", "d2d", "p2p"):
+            if kind in self.copies:
+                return f"{src}: {kind} copy measured time, log-log interpolation over bytes"
+            return f"datasheet copy formula (hardware preset; {src} has no {kind} rows)"
+        return NOT_CALIBRATED.get(op, f"datasheet roofline (not in {src})")
+
+    def _hbm_share(self, t, nbytes):
+        """Derived profiles: the share of the time that moving `nbytes` at the base GPU's datasheet
+        bandwidth takes is scaled by hbm_ratio; the rest (compute, latency floors) is unchanged."""
+        if self.hbm_ratio == 1.0:
+            return t
+        share = np.clip(nbytes / (self.roof["hbm_gbs"] * 1e9) / np.maximum(t, 1e-30), 0.0, 1.0)
+        return t * (1.0 - share + share * self.hbm_ratio)
+
+
+def _kv_bytes(kv_dtype: str) -> float:
+    return {"fp8": 2.0}.get(kv_dtype, att.KV_BYTES)  # K and V per element: bf16 4 bytes, fp8 2
+
+
+def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile:
+    """Build a Profile from its JSON content (for a derived profile, `base` is the parsed base)."""
+    where = path or d.get("name", "profile")
+    if d.get("format") != FORMAT:
+        raise ValueError(f"{where}: not a calibrated profile (format {d.get('format')!r}, expected {FORMAT!r})")
+    name = d.get("name", Path(path).stem)
+    if "derived_from" in d:
+        if base is None:
+            raise ValueError(f"{where}: derived profile needs its base {d['derived_from'].get('profile')!r}")
+        ratio = float(d["transfer"]["hbm_ratio"])
+        origin = f"{name}.json (= {base.name}.json fit, HBM-bound share x {ratio:.3f})"
+        return dataclasses.replace(base, name=name, path=path, hardware=d["hardware"], hbm_ratio=ratio,
+                                   origin=origin, data=d)
+    try:
+        return Profile(
+            name=name, path=path, hardware=d["hardware"], roof=d["roofline"],
+            gemm={k: gm.GemmTable(v) for k, v in d.get("gemm", {}).items()},
+            prefill={float(k): att.PrefillTable(v) for k, v in d.get("attention_prefill", {}).items()},
+            decode={float(k): att.DecodeTable(v) for k, v in d.get("attention_decode", {}).items()},
+            collectives={op: {int(g): coll.Curve(c) for g, c in groups.items()}
+                         for op, groups in d.get("collectives", {}).items()},
+            copies={k: coll.Curve(v) for k, v in d.get("copies", {}).items()},
+            origin=f"{name}.json", data=d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{where}: malformed profile ({type(e).__name__}: {e})") from None
+
+
+@functools.lru_cache(maxsize=32)
+def _load(path: str) -> Profile:
+    try:
+        d = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    base = None
+    if "derived_from" in d:
+        base = _load(str((Path(path).parent / d["derived_from"]["profile"]).resolve()))
+    return from_dict(d, path, base)
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
+
+
+def load_profile(name_or_path) -> Profile:
+    """A shipped profile by name (h100_sxm, h200_sxm) or a profile JSON path; cached per file."""
+    p = Path(name_or_path)
+    if not p.is_file():
+        p = PROFILE_DIR / f"{str(name_or_path).lower().replace('-', '_')}.json"
+        if not p.is_file():
+            raise ValueError(f"unknown profile {str(name_or_path)!r}: give a JSON path or one of "
+                             f"{', '.join(profile_names()) or '(none shipped)'}")
+    return _load(str(p.resolve()))
+
+
+def default_profile(hw):
+    """The shipped profile named by the hardware preset (hw.profile), or None (datasheet roofline)."""
+    name = getattr(hw, "profile", "")
+    if name and (PROFILE_DIR / f"{name}.json").is_file():
+        return load_profile(name)
+    return None

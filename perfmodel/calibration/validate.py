@@ -1,0 +1,201 @@
+"""Predicted vs measured, per op: the calibrated profile beside the uncalibrated datasheet roofline.
+
+Rows compared: for a measurement file the profile was fitted on (same sha256), only the rows the
+fixed split held out (split.py), or all rows flagged "in-sample" when the profile was fitted on
+all of them; every row of a file the profile never saw ("unseen").
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import ops
+from . import attention as att
+from . import split
+
+LLM_SHAPED_MIN = 256  # GEMM n and k of real LLM layers after TP sharding (toy widths 32-128 excluded)
+KIND_OP = {"prefill": "attention_prefill", "decode": "attention_decode"}
+
+
+def _pairs_kv(df):
+    return att._pairs(df.batch.to_numpy(), df.seq_len.to_numpy(), df.kv_len.to_numpy()), \
+        df.batch.to_numpy() * df.kv_len.to_numpy()
+
+
+def predict_us(kind: str, df: pd.DataFrame, prof=None, hw=None) -> np.ndarray:
+    """Predicted microseconds per row: from `prof` (NaN where it does not cover the row) or, with
+    prof None, from the datasheet roofline of `hw` (perfmodel.ops)."""
+    out = np.full(len(df), np.nan)
+    if not len(df):
+        return out
+    pos = pd.Series(np.arange(len(df)), index=df.index)
+    keys = {"gemm": ["dtype"], "prefill": ["heads", "kv_heads", "head_dim"],
+            "decode": ["heads", "kv_heads", "head_dim"], "collective": ["op", "group"], "copy": ["kind"]}[kind]
+    for key, g in df.groupby(keys):
+        key = key if isinstance(key, tuple) else (key,)
+        t = _group_s(kind, key, g, prof, hw)
+        if t is not None:
+            out[pos[g.index].to_numpy()] = np.broadcast_to(t, (len(g),)) * 1e6
+    return out
+
+
+def _group_s(kind, key, g, prof, hw):
+    if kind == "gemm":
+        m, n, k = (g[c].to_numpy() for c in ("m", "n", "k"))
+        return prof.gemm_time_s(m, n, k, key[0]) if prof else ops.gemm_time_s(m, n, k, key[0], hw)
+    if kind == "prefill":
+        pairs, kv = _pairs_kv(g)
+        seqs = g.batch.to_numpy()
+        if prof:
+            return prof.attn_prefill_time_s(pairs, kv, seqs, *key)
+        return ops.attn_prefill_time_s(pairs, kv, seqs, *key, "bf16", hw)
+    if kind == "decode":
+        seqs = g.batch.to_numpy()
+        kv = seqs * g.kv_len.to_numpy()
+        return prof.attn_decode_time_s(seqs, kv, *key) if prof else ops.attn_decode_time_s(seqs, kv, *key, "bf16", hw)
+    if kind == "collective":
+        size = g.size_bytes.to_numpy()
+        if prof:
+            return prof.collective_time_s(key[0], size, int(key[1]))
+        return ops.collective_time_s(key[0], size, int(key[1]), hw) if key[0] in hw.collectives else None
+    if kind == "copy":
+        size = g.size_bytes.to_numpy()
+        return prof.copy_time_s(key[0], size) if prof else ops.copy_time_s(key[0], size, hw)
+    raise ValueError(kind)
+
+
+def compared_rows(kind: str, df: pd.DataFrame, meas, prof) -> tuple[pd.Series, str]:
+    """(mask of rows to compare, label): held-out / in-sample / unseen, by the profile's sources."""
+    used = {s["sha256"]: s for s in prof.data.get("provenance", {}).get("sources", [])}
+    fit_split = prof.data.get("provenance", {}).get("split", {}).get("fit_on", "fit")
+    by_file = {s["file"]: s["sha256"] for s in meas.sources}
+    seen = df.src.map(lambda f: by_file.get(f) in used)
+    if not seen.any():
+        return pd.Series(True, index=df.index), "unseen"
+    if fit_split == "all":
+        return pd.Series(True, index=df.index), "in-sample"
+    return (~seen) | split.heldout(kind, df), "held-out"
+
+
+def _shape(kind: str, r) -> str:
+    if kind == "gemm":
+        return f"m={r.m:.0f} n={r.n:.0f} k={r.k:.0f}"
+    if kind == "prefill":
+        return f"b={r.batch:.0f} s={r.seq_len:.0f} kv={r.kv_len:.0f} h={r.heads:.0f}/{r.kv_heads:.0f} d={r.head_dim:.0f}"
+    if kind == "decode":
+        return f"b={r.batch:.0f} kv={r.kv_len:.0f} h={r.heads:.0f}/{r.kv_heads:.0f} d={r.head_dim:.0f}"
+    if kind == "collective":
+        return f"g={r.group:.0f} size={_bytes(r.size_bytes)}"
+    return f"size={_bytes(r.size_bytes)}"
+
+
+def _bytes(n: float) -> str:
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f:
+            return f"{n / f:.4g}{unit}"
+    return f"{n:.0f}B"
+
+
+def _noise(kind: str, df: pd.DataFrame) -> float:
+    """Median |t / median of its repeats - 1| over shapes measured more than once (NaN if none)."""
+    shape_cols = {"gemm": ["dtype", "m", "n", "k"], "prefill": ["batch", "seq_len", "kv_len", "heads", "kv_heads", "head_dim"],
+                  "decode": ["batch", "kv_len", "heads", "kv_heads", "head_dim"], "collective": ["op", "group", "size_bytes"],
+                  "copy": ["kind", "size_bytes"]}[kind]
+    g = df.groupby(shape_cols).t_us
+    rep = g.transform("size") > 1
+    if not rep.any():
+        return float("nan")
+    return float(np.median(np.abs(df.t_us[rep] / g.transform("median")[rep] - 1)))
+
+
+def _summary(op, dtype, subset, kind, d, cal, ds, label, worst_n=5) -> dict:
+    meas = d.t_us.to_numpy()
+    ok = np.isfinite(cal)
+    e = np.abs(cal[ok] / meas[ok] - 1)
+    eds = np.abs(ds / meas - 1)
+    order = np.argsort(-np.abs(np.where(ok, cal / meas - 1, 0)))[:worst_n]
+    worst = [{"shape": _shape(kind, d.iloc[i]), "measured_us": float(meas[i]), "predicted_us": float(cal[i]),
+              "rel_err": float(cal[i] / meas[i] - 1)} for i in order if ok[i]]
+    q = lambda x, p: float(np.percentile(x, p)) if len(x) else float("nan")  # noqa: E731
+    return {"op": op, "dtype": dtype, "subset": subset, "rows": int(ok.sum()), "compared": label,
+            "median_abs_rel_err": q(e, 50), "p90_abs_rel_err": q(e, 90),
+            "datasheet_median_abs_rel_err": q(eds[np.isfinite(eds)], 50),
+            "datasheet_p90_abs_rel_err": q(eds[np.isfinite(eds)], 90),
+            "noise_median_abs_rel": _noise(kind, d), "worst": worst}
+
+
+def validate(meas, prof, hw) -> list[dict]:
+    """One summary per op (per dtype for GEMM, plus its LLM-shaped subset) over the compared rows."""
+    out = []
+    for kind in ("gemm", "prefill", "decode", "collective", "copy"):
+        df = meas.frame(kind)
+        if not len(df):
+            continue
+        mask, label = compared_rows(kind, df, meas, prof)
+        df = df[mask]
+        cal, ds = predict_us(kind, df, prof), predict_us(kind, df, None, hw)
+        key = {"gemm": "dtype", "collective": "op", "copy": "kind"}.get(kind)
+        groups = df.groupby(key) if key else [("", df)]
+        for name, g in groups:
+            i = df.index.get_indexer(g.index)
+            if kind == "gemm":
+                out.append(_summary("gemm", name, "all", kind, g, cal[i], ds[i], label))
+                llm = ((g.n >= LLM_SHAPED_MIN) & (g.k >= LLM_SHAPED_MIN)).to_numpy()
+                if llm.any() and not llm.all():
+                    out.append(_summary("gemm", name, f"n,k>={LLM_SHAPED_MIN}", kind, g[llm], cal[i][llm], ds[i][llm], label))
+            else:
+                op = {"collective": name, "copy": f"memcpy_{name}"}.get(kind, KIND_OP.get(kind))
+                out.append(_summary(op, "", "all", kind, g, cal[i], ds[i], label))
+    return out
+
+
+def format_table(rows: list[dict], title: str = "") -> str:
+    pct = lambda x: "    -" if not np.isfinite(x) else f"{100 * x:5.1f}%"  # noqa: E731
+    lines = [title] if title else []
+    lines.append(f"{'op':18s} {'dtype':5s} {'subset':9s} {'rows':>6s} {'compared':9s} "
+                 f"{'calibrated med/p90':>19s} {'datasheet med/p90':>19s} {'noise':>6s}")
+    for r in rows:
+        lines.append(f"{r['op']:18s} {r['dtype']:5s} {r['subset']:9s} {r['rows']:6d} {r['compared']:9s} "
+                     f"{pct(r['median_abs_rel_err']):>9s} {pct(r['p90_abs_rel_err']):>9s} "
+                     f"{pct(r['datasheet_median_abs_rel_err']):>9s} {pct(r['datasheet_p90_abs_rel_err']):>9s} "
+                     f"{pct(r['noise_median_abs_rel']):>6s}")
+        if r["worst"] and r["subset"] == "all":
+            lines.append("    worst: " + "; ".join(f"{w['shape']} {100 * w['rel_err']:+.0f}%" for w in r["worst"]))
+    return "\n".join(lines)
+
+
+def plot(meas, prof, hw, path) -> None:
+    """Predicted vs measured (log-log) per op: calibrated dots, datasheet crosses, y = x line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = []
+    for kind in ("gemm", "prefill", "decode", "collective", "copy"):
+        df = meas.frame(kind)
+        if not len(df):
+            continue
+        df = df[compared_rows(kind, df, meas, prof)[0]]
+        cal, ds = predict_us(kind, df, prof), predict_us(kind, df, None, hw)
+        key = {"gemm": "dtype", "collective": "op", "copy": "kind"}.get(kind)
+        for name, g in (df.groupby(key) if key else [(KIND_OP[kind], df)]):
+            i = df.index.get_indexer(g.index)
+            panels.append((f"{kind} {name}" if kind == "gemm" else str(name), g.t_us.to_numpy(), cal[i], ds[i]))
+    cols = min(3, max(1, len(panels)))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False)
+    for ax, (name, meas_us, cal, ds) in zip(axes.ravel(), panels):
+        ax.loglog(meas_us, ds, "x", ms=2, alpha=0.3, color="tab:gray", label="datasheet roofline")
+        ax.loglog(meas_us, cal, ".", ms=2, alpha=0.5, color="tab:blue", label=f"calibrated ({prof.name})")
+        lo, hi = np.nanmin(meas_us), np.nanmax(meas_us)
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.set_title(name)
+        ax.set_xlabel("measured us")
+        ax.set_ylabel("predicted us")
+    for ax in axes.ravel()[len(panels):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
