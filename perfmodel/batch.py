@@ -35,6 +35,18 @@ class Batch:
                        for f in dataclasses.fields(self)))
 
 
+def micro_batch(batch: Batch, m) -> Batch:
+    """The largest of m pipeline micro-batches (it paces the pipeline): ceil(1/m) of the
+    sequences and prefill tokens, the rest of the aggregates in proportion."""
+    m = np.asarray(m, dtype=float)
+    pt, ps = np.ceil(batch.prefill_tokens / m), np.ceil(batch.prefill_seqs / m)
+    dn = np.ceil(batch.decode_seqs / m)
+    share_p = np.where(batch.prefill_tokens > 0, pt / np.maximum(batch.prefill_tokens, 1), 0.0)
+    share_d = np.where(batch.decode_seqs > 0, dn / np.maximum(batch.decode_seqs, 1), 0.0)
+    return Batch(pt, ps, batch.prefill_pairs * share_p, batch.prefill_kv_tokens * share_p,
+                 dn, batch.decode_kv_tokens * share_d)
+
+
 def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
 

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from . import ops
-from .batch import Batch
+from .batch import Batch, micro_batch
 from .comm import padded_tokens, step_calls
 from .framework import DEFAULT_FRAMEWORK, Framework
 
@@ -165,14 +165,15 @@ def _stage_s(spec, layout, hw, batch: Batch, prof, fw: Framework) -> dict:
 def step_cost(spec, layout, hw, batch: Batch, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> StepCost:
     """Time of one engine step of one instance: every scheduled sequence advances by its new tokens.
 
-    PP: the batch is split into m = min(pp, seqs) micro-batches; in steady state the pipeline
-    holds pp micro-batches in flight, so a step takes pp stage-times, (pp - m) of them idle
+    PP: the batch is split into m = min(pp, seqs) micro-batches, the largest pacing the pipeline;
+    in steady state the pipeline holds pp micro-batches in flight, so a step takes pp stage-times
+    of the largest micro-batch, (pp - m) of them idle
     (pipeline_bubble). m = pp re-reads each stage's weights pp times per step (SYSTEMS.md 1).
     """
     pp = layout.pp
     if pp > 1:
         m = np.clip(np.minimum(pp, batch.seqs), 1, None)
-        stage = _stage_s(spec, layout, hw, batch.scaled(1.0 / m), prof, fw)
+        stage = _stage_s(spec, layout, hw, micro_batch(batch, m), prof, fw)
         stage_total = sum(stage.values())
         terms = {k: v * m for k, v in stage.items()}
         terms["pipeline_bubble"] = np.where(batch.tokens > 0, (pp - m) * stage_total, 0.0)

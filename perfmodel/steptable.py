@@ -39,30 +39,18 @@ class StepTable:
         a = a0 - b * k0 * s
         self._dec_a, self._dec_b = a.tolist(), b.tolist()
 
-    @staticmethod
-    def _lerp(table: list, x: float) -> float:
-        i = int(x)
-        if i == x:
-            return table[i]
-        return table[i] + (table[i + 1] - table[i]) * (x - i)
-
     def _micro(self, pt, ps, pairs, pkv, dn, dkv, m) -> float:
-        """Seconds of one micro-batch (1/m of the step's aggregates) through the busiest stage."""
-        tokens, seqs = (pt + dn) / m, (ps + dn) / m
-        t = self._lerp(self._tok, tokens) + self._lerp(self._seq, seqs)
+        """Seconds of the largest of m micro-batches through the busiest stage (batch.micro_batch)."""
+        if m > 1:
+            mpt, mps, mdn = -(-pt // m), -(-ps // m), -(-dn // m)
+            pairs, pkv = (pairs * mpt / pt, pkv * mpt / pt) if pt else (0.0, 0.0)
+            dkv = dkv * mdn / dn if dn else 0.0
+            pt, ps, dn = mpt, mps, mdn
+        t = self._tok[pt + dn] + self._seq[ps + dn]
         if dn:
-            n = dn / m
-            i = int(n)
-            if i == n:
-                t += self._dec_a[i] + self._dec_b[i] * dkv / m
-            else:
-                w = n - i
-                a = self._dec_a[i] * (1 - w) + self._dec_a[i + 1] * w
-                b = self._dec_b[i] * (1 - w) + self._dec_b[i + 1] * w
-                t += a + b * dkv / m
+            t += self._dec_a[dn] + self._dec_b[dn] * dkv
         if pt:
-            b = make_batch(prefill_tokens=pt / m, prefill_seqs=ps / m, prefill_pairs=pairs / m,
-                           prefill_kv_tokens=pkv / m)
+            b = make_batch(prefill_tokens=pt, prefill_seqs=ps, prefill_pairs=pairs, prefill_kv_tokens=pkv)
             t += float(attention_s(self.spec, self.layout, self.hw, b, self.prof))
         return t
 
@@ -87,7 +75,7 @@ class StepTable:
             return t0, (self.time_s(dn=dn, dkv=1e6 * dn) - t0) / (1e6 * dn)
         m = max(1, min(self.pp, dn))
         c0 = self.pp * self._micro(0, 0, 0, 0, dn, 0.0, m) + self.fw.step_overhead_s
-        c1 = self.pp * (self._micro(0, 0, 0, 0, dn, 1.0 * m, m) - self._micro(0, 0, 0, 0, dn, 0.0, m))
+        c1 = self.pp * (self._micro(0, 0, 0, 0, dn, 1.0 * dn, m) - self._micro(0, 0, 0, 0, dn, 0.0, m)) / dn
         return c0, c1
 
 
