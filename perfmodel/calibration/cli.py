@@ -60,9 +60,12 @@ def calibrate_main(args, out=None) -> int:
     print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e3:.0f} kB) for {hw.name}", file=out)
     for op, e in d["provenance"].get("fit_error", {}).items():
         held = e.get("heldout_median_abs_rel_err")
-        print(f"  {op:24s} fit rows {e['fit_rows']:6d} median {100 * e.get('fit_median_abs_rel_err', float('nan')):5.1f}%"
-              + (f" | held-out rows {e['heldout_rows']:6d} median {100 * held:5.1f}% p90 "
-                 f"{100 * e['heldout_p90_abs_rel_err']:5.1f}%" if held is not None else ""), file=out)
+        fit = 100 * e.get("fit_median_abs_rel_err", float("nan"))
+        text = f"  {op:24s} fit rows {e['fit_rows']:6d} median {fit:5.1f}%"
+        if held is not None:
+            text += (f" | held-out rows {e['heldout_rows']:6d} median {100 * held:5.1f}% "
+                     f"p90 {100 * e['heldout_p90_abs_rel_err']:5.1f}%")
+        print(text, file=out)
     return 0
 
 
@@ -94,8 +97,8 @@ def validate_main(args, out=None) -> int:
             plot(meas, prof, hw, args.plot)
     except (ValueError, FileNotFoundError, KeyError) as e:
         return _fail(e)
-    if args.format == "json":
-        json.dump(rows, out, indent=1)
+    if args.format == "json":  # NaN (e.g. no repeats to estimate noise from) is written as null
+        json.dump(_finite(rows), out, indent=1)
         out.write("\n")
     else:
         title = (f"profile {prof.name} ({prof.path}) vs {', '.join(map(str, args.measurements))}; "
@@ -104,6 +107,14 @@ def validate_main(args, out=None) -> int:
         if args.plot:
             print(f"plot: {args.plot}", file=out)
     return 0
+
+
+def _finite(x):
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return None if isinstance(x, float) and x != x else x
 
 
 def main(argv=None) -> int:

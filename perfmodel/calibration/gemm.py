@@ -53,7 +53,8 @@ def fit_gemm(df, roof: dict, prune_tol: float = 0.04) -> dict:
     keep 3 significant digits: on H100 this moves the held-out median by < 0.2%."""
     out = {}
     for dtype, g in df.groupby("dtype"):
-        eff = np.log(roofline_s(g.m.to_numpy(), g.n.to_numpy(), g.k.to_numpy(), dtype, roof) / (g.t_us.to_numpy() * 1e-6))
+        m, n, k = (g[c].to_numpy() for c in ("m", "n", "k"))
+        eff = np.log(roofline_s(m, n, k, dtype, roof) / (g.t_us.to_numpy() * 1e-6))
         agg = g.assign(y=eff).groupby(["m", "n", "k"]).y.median()
         axes = [np.unique(agg.index.get_level_values(c).to_numpy(dtype=float)) for c in ("m", "n", "k")]
         vals = np.full([len(a) for a in axes], np.nan)

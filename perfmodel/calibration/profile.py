@@ -27,9 +27,10 @@ NOT_CALIBRATED = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Profile:
-    """Parsed tables (immutable once loaded; shared through load_profile's cache)."""
+    """Parsed tables (immutable once loaded; shared through load_profile's cache; hashable by
+    identity, so callers may key caches on it)."""
 
     name: str
     path: str
@@ -41,7 +42,8 @@ class Profile:
     collectives: dict  # op -> {group: Curve}
     copies: dict  # kind -> Curve
     hbm_ratio: float = 1.0  # derived profiles: base HBM bandwidth / this GPU's (1 = measured here)
-    origin: str = ""  # "h100_sxm.json" or "h200_sxm.json (from h100_sxm.json, ...)" for describe()
+    base: str = ""  # derived profiles: the name of the profile whose tables these are
+    notes: dict = dataclasses.field(default_factory=dict)  # op -> caveat of its source data
     data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     # ---- the protocol perfmodel.ops calls -------------------------------------------------------
@@ -89,15 +91,20 @@ class Profile:
     # ---- provenance ------------------------------------------------------------------------------
     def describe(self, op: str) -> str:
         """Which profile and which fit produce a cost term or op (for `perfmodel estimate --explain`)."""
-        src = self.origin or f"{self.name}.json"
+        own = src = f"{self.name}.json"
+        if self.base:
+            scaled = op in ("gemm", "attention", "attention_prefill", "attention_decode")
+            src += (f" ({self.base}.json tables, HBM-bound share x {self.hbm_ratio:.3f})" if scaled
+                    else f" ({self.base}.json tables, unchanged)")
         if op == "gemm":
             if not self.gemm:
-                return f"datasheet roofline ({src} has no GEMM rows)"
+                return f"datasheet roofline ({own} has no GEMM rows)"
+            note = self.notes.get("gemm", "")
             return (f"{src}: gemm {'/'.join(sorted(self.gemm))} efficiency grid, trilinear in log m, n, k "
-                    "(edge efficiency x roofline outside the grid)")
+                    "(edge efficiency x roofline outside the grid)" + (f"; {note}" if note else ""))
         if op in ("attention", "attention_prefill", "attention_decode"):
             if not (self.prefill or self.decode):
-                return f"datasheet roofline ({src} has no attention rows)"
+                return f"datasheet roofline ({own} has no attention rows)"
             dims = ",".join(str(int(d)) for d in sorted(self.prefill or self.decode))
             parts = []
             if self.prefill and op != "attention_decode":
@@ -108,7 +115,7 @@ class Profile:
         if op in self.collectives or op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                                              "send_recv", "custom_all_reduce"):
             if op not in self.collectives:
-                return f"datasheet alpha-beta (hardware preset; {src} has no {op} rows)"
+                return f"datasheet alpha-beta (hardware preset; {own} has no {op} rows)"
             groups = ",".join(str(g) for g in sorted(self.collectives[op]))
             text = f"{src}: {op} measured time, log-log interpolation over size, groups {groups}"
             if op == "all_reduce" and "custom_all_reduce" in self.collectives:
@@ -118,8 +125,8 @@ class Profile:
         if kind in ("h2d", "d2h", "d2d", "p2p"):
             if kind in self.copies:
                 return f"{src}: {kind} copy measured time, log-log interpolation over bytes"
-            return f"datasheet copy formula (hardware preset; {src} has no {kind} rows)"
-        return NOT_CALIBRATED.get(op, f"datasheet roofline (not in {src})")
+            return f"datasheet copy formula (hardware preset; {own} has no {kind} rows)"
+        return NOT_CALIBRATED.get(op, f"datasheet roofline (not in {own})")
 
     def _hbm_share(self, t, nbytes):
         """Derived profiles: the share of the time that moving `nbytes` at the base GPU's datasheet
@@ -143,10 +150,8 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
     if "derived_from" in d:
         if base is None:
             raise ValueError(f"{where}: derived profile needs its base {d['derived_from'].get('profile')!r}")
-        ratio = float(d["transfer"]["hbm_ratio"])
-        origin = f"{name}.json (= {base.name}.json fit, HBM-bound share x {ratio:.3f})"
-        return dataclasses.replace(base, name=name, path=path, hardware=d["hardware"], hbm_ratio=ratio,
-                                   origin=origin, data=d)
+        return dataclasses.replace(base, name=name, path=path, hardware=d["hardware"],
+                                   hbm_ratio=float(d["transfer"]["hbm_ratio"]), base=base.name, data=d)
     try:
         return Profile(
             name=name, path=path, hardware=d["hardware"], roof=d["roofline"],
@@ -156,7 +161,7 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
             collectives={op: {int(g): coll.Curve(c) for g, c in groups.items()}
                          for op, groups in d.get("collectives", {}).items()},
             copies={k: coll.Curve(v) for k, v in d.get("copies", {}).items()},
-            origin=f"{name}.json", data=d)
+            notes=d.get("provenance", {}).get("notes", {}), data=d)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: malformed profile ({type(e).__name__}: {e})") from None
 

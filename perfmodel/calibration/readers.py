@@ -127,7 +127,8 @@ def _aic_nccl(df, path):
     op = df.op_name.map(COLLECTIVES)
     if op.isna().any():
         i = int(np.flatnonzero(op.isna().to_numpy())[0])
-        raise ValueError(f"{path} line {int(df.line.iloc[i])}: field 'op_name' = {df.op_name.iloc[i]!r} is not a collective")
+        raise ValueError(f"{path} line {int(df.line.iloc[i])}: field 'op_name' = {df.op_name.iloc[i]!r} "
+                         "is not a collective")
     run = df.get("nccl_version_dir", pd.Series("", index=df.index)).astype(str) + "/" + \
         df.get("nccl_dtype", pd.Series("", index=df.index)).astype(str)
     return {"collective": pd.DataFrame({"op": op, "group": df.num_gpus, "size_bytes": df.size_bytes, "run": run,
@@ -140,9 +141,10 @@ def _aic_custom_ar(df, path):
     mine = df[df.kernel_source == CUSTOM_AR_KERNEL]
     skipped = {f"custom all-reduce rows of other kernels than {CUSTOM_AR_KERNEL}": int(len(df) - len(mine))}
     if len(mine) and "version" in mine.columns:  # the newest release of that kernel
-        newest = max(mine.version.astype(str).unique(), key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
-        skipped[f"{CUSTOM_AR_KERNEL} rows of releases older than {newest}"] = int((mine.version.astype(str) != newest).sum())
-        mine = mine[mine.version.astype(str) == newest]
+        version = mine.version.astype(str)
+        newest = max(version.unique(), key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+        skipped[f"{CUSTOM_AR_KERNEL} rows of releases older than {newest}"] = int((version != newest).sum())
+        mine = mine[version == newest]
     nbytes = 2.0 if "allreduce_dtype" not in mine.columns else mine.allreduce_dtype.map(
         lambda s: {"fp32": 4.0, "fp8": 1.0}.get(DTYPES.get(str(s).lower(), "bf16"), 2.0))
     return {"collective": pd.DataFrame({"op": "custom_all_reduce", "group": mine.num_gpus,
@@ -152,10 +154,11 @@ def _aic_custom_ar(df, path):
 
 def _project_csv(path: Path):
     """Rows of our microbenchmark schema, by op; rows with an error or no time are skipped."""
-    df = read_measurements(path)
+    read_measurements(path)  # the schema's own header check (names the missing column)
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)  # raw text: bad values are named as written
     df.insert(0, "line", np.arange(2, len(df) + 2))
     err = df.get("error", pd.Series("", index=df.index)).astype(str).str.strip() != ""
-    notime = df.median_us.isna()
+    notime = df.median_us.astype(str).str.strip() == ""
     skipped = {"rows with an error or no time (microbench marks failed runs)": int((err | notime).sum())}
     df = df[~(err | notime)].copy()
     _numeric(df, path, ("median_us",))
@@ -171,7 +174,8 @@ def _project_csv(path: Path):
         a = df[op == name].copy()
         if not len(a):
             continue
-        cols = ("batch", "kv_len", "num_heads", "num_kv_heads", "head_dim") + (("seq_len",) if name.endswith("prefill") else ())
+        cols = ("batch", "kv_len", "num_heads", "num_kv_heads", "head_dim")
+        cols += ("seq_len",) if name.endswith("prefill") else ()
         _need(a, path, cols)
         _numeric(a, path, cols)
         f = {"batch": a.batch, "kv_len": a.kv_len, "heads": a.num_heads, "kv_heads": a.num_kv_heads,
@@ -184,8 +188,9 @@ def _project_csv(path: Path):
     if len(c):
         _need(c, path, ("size_bytes", "group_size"))
         _numeric(c, path, ("size_bytes", "group_size"))
-        out["collective"] = pd.DataFrame({"op": c.op.map(COLLECTIVES), "group": c.group_size, "size_bytes": c.size_bytes,
-                                          "run": c.get("backend", ""), "t_us": c.median_us, "line": c.line})
+        out["collective"] = pd.DataFrame({"op": c.op.map(COLLECTIVES), "group": c.group_size,
+                                          "size_bytes": c.size_bytes, "run": c.get("backend", ""),
+                                          "t_us": c.median_us, "line": c.line})
     m = df[op.isin(list(COPIES))].copy()
     if len(m):
         _need(m, path, ("size_bytes",))

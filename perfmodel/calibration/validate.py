@@ -81,7 +81,8 @@ def _shape(kind: str, r) -> str:
     if kind == "gemm":
         return f"m={r.m:.0f} n={r.n:.0f} k={r.k:.0f}"
     if kind == "prefill":
-        return f"b={r.batch:.0f} s={r.seq_len:.0f} kv={r.kv_len:.0f} h={r.heads:.0f}/{r.kv_heads:.0f} d={r.head_dim:.0f}"
+        return (f"b={r.batch:.0f} s={r.seq_len:.0f} kv={r.kv_len:.0f} h={r.heads:.0f}/{r.kv_heads:.0f} "
+                f"d={r.head_dim:.0f}")
     if kind == "decode":
         return f"b={r.batch:.0f} kv={r.kv_len:.0f} h={r.heads:.0f}/{r.kv_heads:.0f} d={r.head_dim:.0f}"
     if kind == "collective":
@@ -98,9 +99,10 @@ def _bytes(n: float) -> str:
 
 def _noise(kind: str, df: pd.DataFrame) -> float:
     """Median |t / median of its repeats - 1| over shapes measured more than once (NaN if none)."""
-    shape_cols = {"gemm": ["dtype", "m", "n", "k"], "prefill": ["batch", "seq_len", "kv_len", "heads", "kv_heads", "head_dim"],
-                  "decode": ["batch", "kv_len", "heads", "kv_heads", "head_dim"], "collective": ["op", "group", "size_bytes"],
-                  "copy": ["kind", "size_bytes"]}[kind]
+    shape_cols = {"gemm": ["dtype", "m", "n", "k"],
+                  "prefill": ["batch", "seq_len", "kv_len", "heads", "kv_heads", "head_dim"],
+                  "decode": ["batch", "kv_len", "heads", "kv_heads", "head_dim"],
+                  "collective": ["op", "group", "size_bytes"], "copy": ["kind", "size_bytes"]}[kind]
     g = df.groupby(shape_cols).t_us
     rep = g.transform("size") > 1
     if not rep.any():
@@ -142,7 +144,8 @@ def validate(meas, prof, hw) -> list[dict]:
                 out.append(_summary("gemm", name, "all", kind, g, cal[i], ds[i], label))
                 llm = ((g.n >= LLM_SHAPED_MIN) & (g.k >= LLM_SHAPED_MIN)).to_numpy()
                 if llm.any() and not llm.all():
-                    out.append(_summary("gemm", name, f"n,k>={LLM_SHAPED_MIN}", kind, g[llm], cal[i][llm], ds[i][llm], label))
+                    out.append(_summary("gemm", name, f"n,k>={LLM_SHAPED_MIN}", kind, g[llm], cal[i][llm],
+                                        ds[i][llm], label))
             else:
                 op = {"collective": name, "copy": f"memcpy_{name}"}.get(kind, KIND_OP.get(kind))
                 out.append(_summary(op, "", "all", kind, g, cal[i], ds[i], label))
@@ -190,7 +193,8 @@ def plot(meas, prof, hw, path) -> None:
         ax.loglog(meas_us, cal, ".", ms=2, alpha=0.5, color="tab:blue", label=f"calibrated ({prof.name})")
         lo, hi = np.nanmin(meas_us), np.nanmax(meas_us)
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        ax.set_title(name)
+        med = lambda pred: np.nanmedian(np.abs(pred / meas_us - 1)) * 100  # noqa: E731
+        ax.set_title(f"{name}: median |err| {med(cal):.1f}% (datasheet {med(ds):.0f}%)", fontsize=9)
         ax.set_xlabel("measured us")
         ax.set_ylabel("predicted us")
     for ax in axes.ravel()[len(panels):]:
