@@ -94,8 +94,12 @@ def _layer_attention_s(spec, layout, hw, batch: Batch, prof):
         dkv = dkv * (1 - win_frac) + np.minimum(dkv, batch.decode_seqs * w) * win_frac
         pairs = pairs * (1 - win_frac) + np.minimum(pairs, batch.prefill_tokens * w) * win_frac
         pkv = pkv * (1 - win_frac) + np.minimum(pkv, batch.prefill_seqs * w + batch.prefill_tokens) * win_frac
-    return (ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
-            + ops.attn_decode_time_s(batch.decode_seqs, dkv, heads, kvh, dh, spec.kv_dtype, hw, prof))
+    t = np.zeros(np.shape(batch.decode_seqs))
+    if np.any(batch.prefill_seqs):  # (skipped for decode-only steps: the simulator's hot path)
+        t = t + ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
+    if np.any(batch.decode_seqs):
+        t = t + ops.attn_decode_time_s(batch.decode_seqs, dkv, heads, kvh, dh, spec.kv_dtype, hw, prof)
+    return t
 
 
 def _stage_layers(spec, layout) -> tuple[int, int]:

@@ -58,7 +58,7 @@ def attn_prefill_time_s(pairs, kv_tokens, seqs, heads, kv_heads, head_dim, kv_dt
     `heads`/`kv_heads` per GPU. FLOPs = 4 * heads * head_dim * pairs (QK^T and PV)."""
     pairs, kv_tokens, seqs = (np.asarray(x, dtype=float) for x in (pairs, kv_tokens, seqs))
     if prof is not None:
-        t = prof.attn_prefill_time_s(pairs, kv_tokens, seqs, heads, kv_heads, head_dim)
+        t = prof.attn_prefill_time_s(pairs, kv_tokens, seqs, heads, kv_heads, head_dim, kv_dtype=kv_dtype)
         if t is not None:
             return np.where(seqs > 0, t, 0.0)
     flops = 4.0 * heads * head_dim * pairs
@@ -72,7 +72,7 @@ def attn_decode_time_s(seqs, kv_tokens, heads, kv_heads, head_dim, kv_dtype: str
     total. Affine in kv_tokens for a fixed batch, which the simulator's closed-form decode needs."""
     seqs, kv_tokens = (np.asarray(x, dtype=float) for x in (seqs, kv_tokens))
     if prof is not None:
-        t = prof.attn_decode_time_s(seqs, kv_tokens, heads, kv_heads, head_dim)
+        t = prof.attn_decode_time_s(seqs, kv_tokens, heads, kv_heads, head_dim, kv_dtype=kv_dtype)
         if t is not None:
             return np.where(seqs > 0, t, 0.0)
     nbytes = kv_tokens * 2.0 * kv_heads * head_dim * DTYPE_BYTES[kv_dtype]
