@@ -118,12 +118,13 @@ def all_to_all(x: torch.Tensor, group: Group, where: str, send_splits=None, recv
     x = x.contiguous()
     count("all_to_all", group.size, nbytes(x), where)
     if send_splits is None:  # equal chunks, possibly in a non-sorted logical order
-        perm = group.pg_to_logical
-        xs = x.view(group.size, -1, *x.shape[1:])[perm].reshape(x.shape)
+        perm, chunks = group.pg_to_logical, (group.size, x.shape[0] // group.size, *x.shape[1:])
+        xs = x.view(chunks)[perm].reshape(x.shape)
         out = torch.empty_like(xs)
-        dist.all_to_all_single(out, xs, group=group.pg)
-        res = torch.empty_like(out).view(group.size, -1, *x.shape[1:])
-        res[perm] = out.view(group.size, -1, *x.shape[1:])
+        if x.numel():
+            dist.all_to_all_single(out, xs, group=group.pg)
+        res = torch.empty_like(out).view(chunks)
+        res[perm] = out.view(chunks)
         return res.reshape(x.shape)
     if list(group.ranks) != sorted(group.ranks):
         raise ValueError(f"uneven all_to_all needs a sorted group, got ranks {group.ranks}")

@@ -118,6 +118,7 @@ def spawn(fn, world_size: int, *args, timeout_s: float = 180.0) -> list:
                 errors.append(res["error"])
     if alive:
         errors.insert(0, f"world of {world_size} timed out after {timeout_s:.0f} s")
-    if errors:
+    if errors:  # the crashing rank first, then peers that saw its connection close
+        errors.sort(key=lambda e: "Connection closed" in e or "Connection reset" in e)
         raise WorkerError("\n".join(errors))
     return results

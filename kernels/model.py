@@ -67,7 +67,7 @@ class AttentionCore(nn.Module):
             ctx.cache.write(self.layer_idx, sid, p0, k[s:e], v[s:e])
             kk, vv = ctx.cache.read(self.layer_idx, sid, p0 + e - s)  # (Hkv, T, hs)
             out[s:e] = attend(q[s:e], kk, vv, p0)
-        return out.view(n, -1)
+        return out.view(n, self.n_heads * hs)
 
 
 class Attention(nn.Module):
@@ -116,7 +116,7 @@ def run_experts(rows: torch.Tensor, expert_ids: torch.Tensor, experts, first: in
 def combine(y: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Weighted sum of each token's k expert outputs y (n*k, d) in top-k order -> (n, d)."""
     n, k = weights.shape
-    return (y.view(n, k, -1) * weights[..., None]).sum(1)
+    return (y.view(n, k, y.shape[-1]) * weights[..., None]).sum(1)
 
 
 class MoE(nn.Module):
@@ -181,9 +181,7 @@ class Transformer(nn.Module):
 def build_model(spec, seed: int = 0, dtype=torch.float32, device="cpu") -> Transformer:
     """The model with deterministic weights: N(0, 1/fan_in) matrices (unit-scale activations, so
     logits are O(1) and tolerances mean something), N(0, 1) embeddings, norms 1 + N(0, 0.1)."""
-    with torch.device("meta"):
-        model = Transformer(spec)
-    model.to_empty(device="cpu")
+    model = Transformer(spec)  # (torch.device("meta") would cost a 2-3 s torch._dynamo import)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from .comm import Group, irecv, isend, p2p, p2p_expose
+from .kvcache import run_step
 from .model import MLP, swiglu
 
 
@@ -53,7 +54,8 @@ class SiDPRuntime:
 
     def __init__(self, group: Group, num_layers: int, d: int, f: int, slots: int, cycle: int, dtype, device):
         self.group, self.d, self.f = group, d, f
-        self.order = prefetch_order(group.index, group.size, num_layers, cycle)
+        self.shape = (group.size, num_layers, cycle)
+        self.order = prefetch_order(group.index, *self.shape)
         need = min_slots(group.size, num_layers, cycle)
         if slots < need:
             raise ValueError(f"SiDP: {slots} cache slots < {need} remote layers per cycle of {cycle}: "
@@ -71,10 +73,11 @@ class SiDPRuntime:
         """Start a step in `mode` with `rows` FFN rows (tokens) on each replica."""
         self.mode, self.rows, self.sends = mode, list(rows), []
         me = self.group.index
-        if mode == "was":
-            for l, flat in self.packed.items():  # expose owned layers to every reader with work
-                self.sends += [p2p_expose(flat, self.group.ranks[r], tag=l)
-                               for r in range(self.group.size) if r != me and rows[r] > 0]
+        if mode == "was":  # expose owned layers to every reader with work, in the reader's fetch
+            for r in range(self.group.size):  # order (NCCL matches p2p by order, not by tag)
+                if r != me and rows[r] > 0:
+                    self.sends += [p2p_expose(self.packed[l], self.group.ranks[r], tag=l)
+                                   for l in prefetch_order(r, *self.shape) if l in self.packed]
             self.queue = collections.deque(self.order if rows[me] > 0 else [])
             self.inflight, self.free = {}, list(range(len(self.slots)))
             self._fill()
@@ -141,15 +144,18 @@ class SiDPFFN(nn.Module):
         return self.runtime.ffn(self.layer, x)
 
 
-def apply_sidp(model, layout, group: Group, slots: int = 2, cycle: int | None = None) -> SiDPRuntime:
-    """Keep FFN weights of owned layers only (packed w1|w3|w2), replace every MLP by SiDPFFN."""
+def apply_sidp(model, layout, group: Group, slots: int | None = None, cycle: int | None = None) -> SiDPRuntime:
+    """Keep FFN weights of owned layers only (packed w1|w3|w2), replace every MLP by SiDPFFN.
+    Defaults: cycles of D layers, max(2, remote layers per cycle) slots."""
     spec = model.spec
     if spec.is_moe or layout.dp != group.size:
         raise ValueError(f"SiDP needs a dense model and a DP group of dp={layout.dp}, got "
                          f"{spec.name} and {group.size} ranks")
     p = next(model.parameters())
-    rt = SiDPRuntime(group, spec.num_layers, spec.hidden_size, spec.intermediate_size, slots,
-                     cycle or group.size, p.dtype, p.device)
+    cycle = cycle or group.size
+    slots = slots or max(2, min_slots(group.size, spec.num_layers, cycle))
+    rt = SiDPRuntime(group, spec.num_layers, spec.hidden_size, spec.intermediate_size, slots, cycle,
+                     p.dtype, p.device)
     for i, layer in enumerate(model.layers):
         assert isinstance(layer.mlp, MLP)
         if owner(i, group.size) == group.index:
@@ -157,3 +163,12 @@ def apply_sidp(model, layout, group: Group, slots: int = 2, cycle: int | None = 
             rt.packed[i] = torch.cat([m.w1.weight.flatten(), m.w3.weight.flatten(), m.w2.weight.flatten()])
         layer.mlp = SiDPFFN(i, rt)  # non-owners drop the layer's FFN weights
     return rt
+
+
+def sidp_step(model, cache, runtime: SiDPRuntime, subs: list, mode: str) -> dict:
+    """One SiDP step: every replica runs its sub-batch of `subs` (one per replica), even an empty
+    one, since it still owns and serves FFN layers."""
+    runtime.begin(mode, [s.num_tokens for s in subs])
+    out = run_step(model, cache, subs[runtime.group.index])
+    runtime.end()
+    return out

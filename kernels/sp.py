@@ -31,16 +31,17 @@ def kv_groups(layout, num_kv_heads: int) -> tuple:
 def seq_to_heads(parts, group: Group, where: str) -> list:
     """[(n_loc, W_i)] sequence-sharded -> [(n_pad, W_i/SP)] head-sharded, in one all_to_all."""
     sp, n_loc = group.size, parts[0].shape[0]
-    buf = torch.cat([p.reshape(n_loc, sp, -1) for p in parts], -1).transpose(0, 1)  # (SP, n_loc, sum W_i/SP)
-    out = all_to_all(buf, group, where).reshape(sp * n_loc, -1)  # chunk i = rank i's tokens: token order
+    buf = torch.cat([p.reshape(n_loc, sp, p.shape[1] // sp) for p in parts], -1).transpose(0, 1)  # (SP, n_loc, sum W_i/SP)
+    out = all_to_all(buf, group, where).reshape(sp * n_loc, buf.shape[-1])  # chunk i = rank i's tokens: token order
     return list(out.split([p.shape[1] // sp for p in parts], -1))
 
 
 def heads_to_seq(o: torch.Tensor, group: Group, where: str) -> torch.Tensor:
     """(n_pad, W/SP) head-sharded -> (n_loc, W) sequence-sharded."""
     sp = group.size
-    out = all_to_all(o.reshape(sp, o.shape[0] // sp, -1), group, where)  # chunk j: my tokens, head block j
-    return out.transpose(0, 1).reshape(o.shape[0] // sp, -1)
+    n_loc, w = o.shape[0] // sp, o.shape[1]
+    out = all_to_all(o.reshape(sp, n_loc, w), group, where)  # chunk j: my tokens, head block j
+    return out.transpose(0, 1).reshape(n_loc, sp * w)
 
 
 def replicate_kv(k, v, aa: Group, ag: Group, head_dim: int) -> tuple:

@@ -66,7 +66,7 @@ class VocabParallelEmbedding(nn.Module):
 def _gather_vocab_hook(group: Group):
     def hook(module, args, out):  # (rows, V/TP) -> (rows, V); all_gather rows*V*act_bytes
         parts = all_gather(out, group, "logits")  # (TP, rows, V/TP)
-        return parts.permute(1, 0, 2).reshape(out.shape[0], -1)
+        return parts.permute(1, 0, 2).reshape(out.shape[0], parts.shape[0] * out.shape[1])
     return hook
 
 

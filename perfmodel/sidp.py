@@ -1,9 +1,11 @@
-"""SiDP (shared-weight intra-node DP) step costs: WaS, CaS, FSDP-style, and the switch point B*.
+"""SiDP (shared-weight intra-node DP) step costs: WaS, CaS (v1/v2/v3), FSDP-style, and B*.
 
-A DP group of D replicas on one NVLink node stores each layer's FFN weights on one owner
-(l mod D); attention stays replicated (SYSTEMS.md section 3). All times come from perfmodel.ops.
-Per-replica batches are given per step; every function returns seconds of one group step
-(replicas run in lock step at layer granularity, so the slowest replica sets the pace).
+A DP group of D replicas on one NVLink node stores layer l's FFN weights only on owner l mod D;
+attention stays replicated (SYSTEMS.md 3). Every function takes the replica's *local* step time
+(the same step on an ordinary TP instance holding all weights: perfmodel.cost / StepTable) and adds
+what SiDP changes: the remote weight fetches (WaS), the activation round trips and the owner's
+GEMM (CaS), or a blocking all-gather (FSDP). All terms come from perfmodel.ops and the hardware
+profile (NVLink p2p bandwidth and latency, send_recv alpha-beta, all_gather alpha-beta).
 """
 from __future__ import annotations
 
@@ -13,111 +15,126 @@ import numpy as np
 
 from . import ops
 from .batch import decode_batch
-from .cost import ACT_BYTES, attention_s, seq_terms
+from .cost import ACT_BYTES, step_cost
 from .framework import DEFAULT_FRAMEWORK, Framework
 from .layout import ParallelLayout
 
-VARIANTS = ("was", "cas", "fsdp", "cas-nofuse", "cas-nodummyskip")
+CAS_VARIANTS = {  # name: (owner fuses all rows into one GEMM, replicas with no work send nothing)
+    "v1": (False, False),  # async P2P activations only (SiDP paper's 25 s row)
+    "v2": (True, False),  # + owner GEMM fusion (19 s)
+    "v3": (True, True),  # + dummy skipping (12 s): the default
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class SiDPConfig:
-    """D replicas, K weight cache slots, look-ahead window, peak shifting (SYSTEMS.md 3)."""
+    """D replicas of `tp` GPUs each, K weight cache slots, look-ahead window, peak shifting."""
 
     dp: int = 8
+    tp: int = 1
     cache_slots: int = 2
     window: int = 1
     peak_shifting: bool = True
+    cas_variant: str = "v3"
 
     def __post_init__(self):
-        if self.dp < 2 or self.cache_slots < 1 or self.window < 1:
-            raise ValueError(f"SiDP needs dp >= 2 (got {self.dp}), cache_slots >= 1 ({self.cache_slots}) "
-                             f"and window >= 1 ({self.window})")
+        if self.dp < 2 or self.tp < 1 or self.cache_slots < 1 or self.window < 1:
+            raise ValueError(f"SiDP needs dp >= 2 (got {self.dp}), tp >= 1 ({self.tp}), cache_slots >= 1 "
+                             f"({self.cache_slots}) and window >= 1 ({self.window})")
+        if self.cas_variant not in CAS_VARIANTS:
+            raise ValueError(f"cas_variant={self.cas_variant!r}: one of {', '.join(CAS_VARIANTS)}")
 
 
-def ffn_layer_bytes(spec) -> float:
-    """Bytes of one layer's FFN weights (all experts for MoE), the unit a WaS fetch moves."""
-    return spec.ffn_params_total / spec.num_layers * spec.weight_bytes_per_param
+def ffn_layer_bytes(spec, tp: int = 1) -> float:
+    """Bytes of one layer's FFN weights on one GPU of a replica (the unit a WaS fetch moves)."""
+    return spec.ffn_params_total / spec.num_layers * spec.weight_bytes_per_param / tp
 
 
-def _ffn_gemm_s(spec, hw, m, prof):
-    """One layer's FFN GEMMs on `m` rows with full (unsharded) weights."""
-    f, d, wd = spec.dense_ffn_width, spec.hidden_size, spec.weight_dtype
-    return ops.gemm_time_s(m, 2 * f, d, wd, hw, prof) + ops.gemm_time_s(m, d, f, wd, hw, prof)
+def ffn_gemm_s(spec, hw, rows, tp: int = 1, prof=None):
+    """One layer's FFN GEMMs (gate/up, down) on `rows` tokens with the replica's 1/tp of the weights."""
+    f, d, wd = spec.dense_ffn_width / tp, spec.hidden_size, spec.weight_dtype
+    return ops.gemm_time_s(rows, 2 * f, d, wd, hw, prof) + ops.gemm_time_s(rows, d, f, wd, hw, prof)
 
 
-def _attn_part_s(spec, hw, m, ctx, prof):
-    """One layer's non-FFN work on one replica: QKV/O GEMMs and decode attention of m sequences."""
-    d, q, kv, wd = spec.hidden_size, spec.q_size, spec.kv_size, spec.weight_dtype
-    g = ops.gemm_time_s(m, q + 2 * kv, d, wd, hw, prof) + ops.gemm_time_s(m, d, q, wd, hw, prof)
-    a = attention_s(spec, ParallelLayout(), hw, decode_batch(m, ctx), prof) / spec.num_layers
-    return g + a
+def owned_layers(spec, dp: int, rank: int = 0) -> int:
+    """Layers whose FFN rank `rank` owns (l mod D == rank)."""
+    return len(range(rank, spec.num_layers, dp))
 
 
-def fetch_s(spec, hw, cfg: SiDPConfig) -> float:
-    """One non-owner's fetch of a layer's FFN weights over NVLink. Without peak shifting the D-1
-    readers of one owner share its egress link; with it each reads a different owner."""
+def fetch_s(spec, hw, cfg: SiDPConfig, prof=None) -> float:
+    """One non-owner's fetch of a layer's FFN shard over NVLink (one-sided p2p copy). Without peak
+    shifting the D-1 readers hit the same owner at once and share its egress link."""
     readers = 1 if cfg.peak_shifting else cfg.dp - 1
-    return float(ops.copy_time_s("p2p", ffn_layer_bytes(spec) * readers, hw))
+    return float(ops.copy_time_s("p2p", ffn_layer_bytes(spec, cfg.tp) * readers, hw, prof))
 
 
-def was_step_s(spec, hw, batch_per_replica, ctx, cfg: SiDPConfig, prof=None, fw: Framework = DEFAULT_FRAMEWORK):
-    """Weight-as-a-service decode step: per layer max(compute, fetch) for the (D-1)/D layers a
-    replica does not own (K >= 2 slots and a window let fetches overlap compute; one slot
-    serialises them), plain compute for the owned ones; plus LM head and step overhead."""
-    b = np.asarray(batch_per_replica, dtype=float)
-    comp = _attn_part_s(spec, hw, b, ctx, prof) + _ffn_gemm_s(spec, hw, b, prof)
-    f = fetch_s(spec, hw, cfg)
-    remote = comp + f if cfg.cache_slots == 1 else np.maximum(comp, f)
+def was_step_s(local_s, spec, hw, cfg: SiDPConfig, rank: int = 0, prof=None,
+               fw: Framework = DEFAULT_FRAMEWORK):
+    """Weight-as-a-service step. c = per-layer compute of the local step, f = fetch time:
+    one slot: fetch then compute, L c + R f (R = remote layers); K >= 2 slots, window 1: the next
+    remote layer streams in while this one computes, (L - R) c + R max(c, f); window w >= 2 with
+    K >= w + 1 slots: the link streams continuously across owned layers, max(L c, R f). The first
+    remote fetch of a step is exposed (the slots hold the previous step's layers)."""
+    local = np.asarray(local_s, dtype=float)
     L = spec.num_layers
-    owned = L // cfg.dp
-    t = owned * comp + (L - owned) * remote + f * (cfg.cache_slots > 1)  # first fetch of the step is exposed
-    return t + sum(seq_terms(spec, ParallelLayout(), hw, b, prof, fw).values()) + fw.step_overhead_s
+    R = L - owned_layers(spec, cfg.dp, rank)
+    f = fetch_s(spec, hw, cfg, prof)
+    over = np.where(local > 0, fw.step_overhead_s, 0.0)
+    c = (local - over) / L
+    if cfg.cache_slots == 1:
+        body = L * c + R * f
+    elif cfg.window >= 2 and cfg.cache_slots >= cfg.window + 1:
+        body = np.maximum(L * c, R * f) + f
+    else:
+        body = (L - R) * c + R * np.maximum(c, f) + f
+    return np.where(local > 0, body + over, 0.0)
 
 
-def fsdp_step_s(spec, hw, batch_per_replica, ctx, cfg: SiDPConfig, prof=None, fw: Framework = DEFAULT_FRAMEWORK):
-    """FSDP-style baseline: every layer's FFN weights all-gathered (blocking collective) before use."""
-    b = np.asarray(batch_per_replica, dtype=float)
-    comp = _attn_part_s(spec, hw, b, ctx, prof) + _ffn_gemm_s(spec, hw, b, prof)
-    ag = ops.collective_time_s("all_gather", ffn_layer_bytes(spec), cfg.dp, hw, prof)
-    return spec.num_layers * (comp + ag) + sum(seq_terms(spec, ParallelLayout(), hw, b, prof, fw).values()) \
-        + fw.step_overhead_s
-
-
-def cas_step_s(batches, ctx, spec, hw, cfg: SiDPConfig, variant: str = "cas", prof=None,
-               fw: Framework = DEFAULT_FRAMEWORK) -> float:
-    """Compute-as-a-service step for one group step with per-replica batches `batches` (length D):
-    per layer, non-owners ship FFN inputs (b_r x d) to the owner, which runs one fused GEMM over
-    all rows (variant 'cas-nofuse': one GEMM per replica, re-reading the weights each time) and
-    returns the outputs. Replicas with no work send nothing ('cas-nodummyskip': a dummy message
-    and a dummy GEMM launch each)."""
-    b = np.asarray(batches, dtype=float)
-    if len(b) != cfg.dp:
-        raise ValueError(f"cas_step_s needs {cfg.dp} per-replica batches, got {len(b)}")
-    d = spec.hidden_size
-    attn = float(np.max(_attn_part_s(spec, hw, np.maximum(b, 1), ctx, prof) * (b > 0))) if b.any() else 0.0
-    L = spec.num_layers
+def cas_ffn_s(rows, spec, hw, cfg: SiDPConfig, prof=None) -> float:
+    """The FFN part of a compute-as-a-service group step, given every replica's FFN rows (`rows`,
+    length D). Per layer, the non-owners send their FFN inputs (rows x d activations) to the owner
+    and get the outputs back (send_recv each way, handled one message at a time on the owner's
+    stream); the owner runs one fused GEMM over all rows (v1: one GEMM per replica, each re-reading
+    the weights). v3 skips replicas with no work; v1/v2 exchange a dummy row with each of them."""
+    rows = np.asarray(rows, dtype=float)
+    if len(rows) != cfg.dp:
+        raise ValueError(f"CaS needs {cfg.dp} per-replica row counts, got {len(rows)}")
+    fuse, skip = CAS_VARIANTS[cfg.cas_variant]
+    act = rows if skip else np.maximum(rows, 1.0)  # dummy replicas contribute one padding row
+    if fuse:
+        gemm = float(ffn_gemm_s(spec, hw, act.sum(), cfg.tp, prof))
+    else:
+        gemm = float(np.sum(ffn_gemm_s(spec, hw, act[act > 0], cfg.tp, prof)))
+    msg = ops.collective_time_s("send_recv", act * spec.hidden_size * ACT_BYTES / cfg.tp, 2, hw, prof)
     total = 0.0
-    for layer in range(L):  # owners rotate; the per-owner cost depends on which replica owns it
-        o = layer % cfg.dp
-        senders = [r for r in range(cfg.dp) if r != o and (b[r] > 0 or variant == "cas-nodummyskip")]
-        rows = float(b.sum())
-        ship = float(ops.copy_time_s("p2p", sum(b[r] for r in senders) * d * ACT_BYTES, hw)) if senders else 0.0
-        if variant == "cas-nodummyskip":
-            ship = max(ship, len(senders) * hw.link_latency_us * 1e-6)
-        if variant == "cas-nofuse":
-            gemm = float(sum(_ffn_gemm_s(spec, hw, x, prof) for x in b if x > 0))
-        else:
-            gemm = float(_ffn_gemm_s(spec, hw, rows, prof)) if rows else 0.0
-        total += attn + 2 * ship + gemm  # send, fused GEMM on the owner, return
-    lm = float(max(sum(seq_terms(spec, ParallelLayout(), hw, x, prof, fw).values()) for x in b))
-    return total + lm + fw.step_overhead_s
+    for owner in range(cfg.dp):  # each owner serves its layers; senders = every other replica with rows
+        total += owned_layers(spec, cfg.dp, owner) * (2 * float(msg.sum() - msg[owner]) + gemm)
+    return total
 
 
-def b_star(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, max_batch: int = 4096) -> int:
-    """Smallest per-replica batch whose FFN compute hides one layer's weight fetch (SYSTEMS.md 3:
-    WaS at or above B*, CaS below)."""
+def cas_step_s(local_s, rows, rank: int, spec, hw, cfg: SiDPConfig, prof=None) -> float:
+    """Compute-as-a-service step of replica `rank`: its local step without its own FFN GEMMs, plus
+    the group's FFN service (cas_ffn_s), in which every replica waits for every layer's owner."""
+    local = float(local_s)
+    if local <= 0:
+        return 0.0
+    own_ffn = spec.num_layers * float(ffn_gemm_s(spec, hw, float(rows[rank]), cfg.tp, prof))
+    return local - own_ffn + cas_ffn_s(rows, spec, hw, cfg, prof)
+
+
+def fsdp_step_s(local_s, spec, hw, cfg: SiDPConfig, prof=None):
+    """FSDP-style baseline: each layer's FFN weights all-gathered (blocking) before it runs."""
+    local = np.asarray(local_s, dtype=float)
+    ag = float(ops.collective_time_s("all_gather", ffn_layer_bytes(spec, cfg.tp), cfg.dp, hw, prof))
+    return np.where(local > 0, local + spec.num_layers * ag, 0.0)
+
+
+def b_star(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
+           max_batch: int = 8192) -> int:
+    """B*: the smallest per-replica decode batch (contexts of `ctx` tokens) whose per-layer compute
+    hides one layer's fetch (SYSTEMS.md 3: WaS at or above B*, CaS below)."""
     b = np.arange(1, max_batch + 1, dtype=float)
-    comp = _attn_part_s(spec, hw, b, ctx, prof) + _ffn_gemm_s(spec, hw, b, prof)
-    ok = np.nonzero(comp >= fetch_s(spec, hw, cfg))[0]
+    local = step_cost(spec, ParallelLayout(tp=cfg.tp), hw, decode_batch(b, ctx), prof, fw).total_s
+    c = (local - fw.step_overhead_s) / spec.num_layers
+    ok = np.nonzero(c >= fetch_s(spec, hw, cfg, prof))[0]
     return int(b[ok[0]]) if len(ok) else max_batch

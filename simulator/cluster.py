@@ -15,7 +15,7 @@ from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
 from perfmodel.steptable import StepTable
 
 from .config import EngineConfig
-from .engine import Engine
+from .engine import Engine, event_at
 from .policies import POLICIES
 from .records import RequestRecords, StepRecords
 from .runner import Runner
@@ -23,13 +23,10 @@ from .runner import Runner
 ROUTERS = ("round-robin", "least-tokens", "shortest-queue")
 
 
-def urgent_timeout(env, delay: float):
-    """A timeout that fires before NORMAL events of the same instant (simpy's own URGENT
-    priority, as its Initialize and Interruption events use)."""
-    ev = simpy.Event(env)
-    ev._ok, ev._value = True, None  # what Event.succeed() sets, scheduled with a priority
-    env.schedule(ev, URGENT, delay)
-    return ev
+def urgent_at(env, t: float):
+    """An event at exactly time t that fires before NORMAL events of that instant (simpy's own
+    URGENT priority, as its Initialize and Interruption events use)."""
+    return event_at(env, t, URGENT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,17 +100,26 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
         if state["slot"] is not None and not state["slot"].triggered:
             state["slot"].succeed()
 
-    engines = [Engine(env, i, Runner({m: table(l) for m, l in p.modes.items()}, p.choose), cfg.engine,
-                      budget, max_seqs, p.kv_capacity_tokens, recs, steps, on_finish)
-               for i, p in enumerate(plans)]
+    # a mode is an instance layout (one StepTable) or a factory table_fn -> step-time object (SiDP);
+    # a plan may name its own Engine class and observe its engine once built (dynamic policies)
+    engines = [(getattr(p, "engine_cls", None) or Engine)(
+        env, i, Runner({m: l(table) if callable(l) else table(l) for m, l in p.modes.items()}, p.choose),
+        cfg.engine, budget, max_seqs, p.kv_capacity_tokens, recs, steps, on_finish) for i, p in enumerate(plans)]
+    for p, e in zip(plans, engines):
+        if getattr(p, "attach", None) is not None:
+            p.attach(e)
     rr = [0]
 
-    def admit(pos):
+    def admit(pos, at_boundary=True):
         fit = [e for e in engines if e.fits(pos)]
         if not fit:
             need = int(recs.input_tokens[pos] + recs.output_tokens[pos])
             cap = max(e.capacity_tokens for e in engines)
-            recs.reject_reason[pos] = f"needs {need} tokens of KV, above every engine's capacity ({cap})"
+            # one reason per cause (summary.json counts them), the request's own size is in its row
+            if need <= cap:  # fits the KV but not the step budget: chunked prefill is off
+                recs.reject_reason[pos] = f"longer than max_num_batched_tokens ({budget}) with chunked prefill off"
+            else:
+                recs.reject_reason[pos] = f"longer than every engine's KV capacity ({cap} tokens)"
             recs.issued_s[pos] = env.now
             if progress is not None:
                 progress(1)
@@ -126,7 +132,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
                 progress(1)
             return False
         state["in_flight"] += 1
-        e.submit(pos)
+        e.submit(pos, at_boundary)
         return True
 
     arrivals = recs.arrival_s
@@ -134,18 +140,21 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
     def open_loop():
         for pos in range(len(arrivals)):
             if arrivals[pos] > env.now:
-                yield urgent_timeout(env, arrivals[pos] - env.now)
+                yield urgent_at(env, arrivals[pos])
             admit(pos)
 
     def closed_loop(limit: int):
+        urgent = True  # resumed by an URGENT event (start, arrival), not by a completion's slot
         for pos in range(len(arrivals)):
             while state["in_flight"] >= limit:
                 state["slot"] = env.event()
                 yield state["slot"]
+                urgent = False
             state["slot"] = None
             if arrivals[pos] > env.now:
-                yield urgent_timeout(env, arrivals[pos] - env.now)
-            admit(pos)
+                yield urgent_at(env, arrivals[pos])
+                urgent = True
+            admit(pos, urgent)
 
     env.process(closed_loop(cfg.max_concurrency) if cfg.max_concurrency else open_loop())
     env.run()

@@ -7,14 +7,26 @@ process, which then finishes the step in progress and re-plans, exactly as step-
 """
 from __future__ import annotations
 
+import heapq
 from collections import deque
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from perfmodel.steptable import decode_stretch_s, steps_within
 
 from .scheduler import Batch, blocks_for, grant_in_order, step_aggregates
+
+
+def event_at(env, t: float, priority=NORMAL):
+    """A triggered event processed at exactly time t (never before now). Environment.schedule
+    takes a delay, and now + (t - now) can miss t by an ulp, e.g. issuing a request just before its
+    arrival time; this pushes the same heap entry schedule() would, at t itself."""
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None  # what Event.succeed() sets
+    heapq.heappush(env._queue, (max(t, env.now), priority, next(env._eid), ev))
+    return ev
 
 
 class Engine:
@@ -34,12 +46,19 @@ class Engine:
         self.outstanding_requests = 0
         self._wakeup = None
         self._stretch = None  # (start_s, c0, c1, k0, n, steps) while a stretch may be cut short
-        self._preempted = self._admitted = False
+        self._preempted = self._admitted = self._all_decode = False
+        self._decoding = True  # every running request is past its prefill (kept by _apply/_schedule)
+        self._fast = False  # this step's running part took _schedule's all-decoding fast path
+        self._adm_tok: list = []  # tokens granted to the requests admitted this step
+        self._k_done = 0  # all-decode steps until the first completion
         self.proc = env.process(self._loop())
 
     # ---- arrivals -------------------------------------------------------------------------
-    def submit(self, pos: int) -> None:
-        """Queue a request routed here; wake the engine or cut its decode stretch short."""
+    def submit(self, pos: int, at_boundary: bool = True) -> None:
+        """Queue a request routed here; wake the engine or cut its decode stretch short.
+        `at_boundary`: whether a step ending at this very instant sees it. True for arrivals
+        (URGENT events); False for a closed-loop issue triggered by a completion, which runs after
+        every step end of this instant was scheduled, so step-by-step those steps never see it."""
         r = self.recs
         self.outstanding_tokens += int(r.input_tokens[pos] + r.output_tokens[pos])
         self.outstanding_requests += 1
@@ -49,11 +68,17 @@ class Engine:
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
         elif self._stretch is not None:
-            self.proc.interrupt()
+            self.proc.interrupt(at_boundary)
+
+    @property
+    def max_request_tokens(self) -> int:
+        """Longest prompt + output this engine can serve: its KV capacity, and without chunked
+        prefill the step budget too (vLLM then requires max_model_len <= max_num_batched_tokens)."""
+        return self.capacity_tokens if self.cfg.enable_chunked_prefill else min(self.capacity_tokens, self.budget)
 
     def fits(self, pos: int) -> bool:
-        """Whether the request's whole sequence fits this engine's KV capacity."""
-        return int(self.recs.input_tokens[pos] + self.recs.output_tokens[pos]) <= self.capacity_tokens
+        """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
+        return int(self.recs.input_tokens[pos] + self.recs.output_tokens[pos]) <= self.max_request_tokens
 
     # ---- scheduling -----------------------------------------------------------------------
     def _preempt_last(self) -> None:
@@ -66,8 +91,20 @@ class Engine:
         self.waiting.appendleft(pos)
 
     def _schedule(self):
-        """(granted tokens per running request incl. admitted ones, number admitted)."""
-        preempted = self._preempted = False
+        """Granted tokens per running request, then per request admitted from the waiting queue."""
+        self._preempted = self._admitted = self._fast = False
+        self._adm_tok = []
+        run, n = self.run, len(self.run)
+        free = self.num_blocks - self.used_blocks
+        if self._decoding and n <= self.budget and n <= free:
+            # the common case: every running request decodes one token, each takes at most one new
+            # block, so nothing is preempted (same decisions as below, a few numpy calls fewer)
+            self._fast = True
+            granted = np.ones(n, dtype=np.int64)
+            if not self.waiting:
+                return granted
+            need = int(np.count_nonzero(run.computed % self.bs == 0)) if n else 0  # entering a new block
+            return self._admit(granted, self.budget - n, free - need)
         while True:
             wants = self.run.wants()
             granted = wants if int(wants.sum()) <= self.budget else grant_in_order(wants, self.budget)
@@ -75,12 +112,17 @@ class Engine:
             if int(need.sum()) <= self.num_blocks - self.used_blocks or len(self.run) == 0:
                 break
             self._preempt_last()
-            preempted = self._preempted = True
-        left = self.budget - int(granted.sum())
-        free = self.num_blocks - self.used_blocks - int(need.sum())
-        adm_pos, adm_tok = [], []
+            self._preempted = True
+        if self._preempted:  # vLLM v1: no admission in a step that preempted
+            return granted
+        return self._admit(granted, self.budget - int(granted.sum()),
+                           self.num_blocks - self.used_blocks - int(need.sum()))
+
+    def _admit(self, granted, left: int, free: int):
+        """Admit waiting requests (FCFS or by priority) into the `left` tokens and `free` blocks."""
+        adm_pos, adm_tok = [], self._adm_tok
         r = self.recs
-        while self.waiting and left > 0 and not preempted and len(self.run) + len(adm_pos) < self.max_seqs:
+        while self.waiting and left > 0 and len(self.run) + len(adm_pos) < self.max_seqs:
             pos = self._peek_waiting()
             target = int(r.input_tokens[pos] + r.generated[pos])
             n_new = min(target, left) if self.cfg.enable_chunked_prefill else target
@@ -99,6 +141,7 @@ class Engine:
             granted = np.concatenate([granted, np.asarray(adm_tok, dtype=np.int64)])
             new = p[np.isnan(r.scheduled_s[p])]
             r.scheduled_s[new] = self.env.now
+            self._decoding = False
         return granted
 
     def _peek_waiting(self) -> int:
@@ -118,30 +161,49 @@ class Engine:
         then the next steps have the same budget, fewer free blocks and the same running set, so
         nothing can change before the first completion or the KV bound (each sequence takes at
         most ceil(k / block_size) new blocks in k steps)."""
-        if not self.cfg.fast_forward or agg[0] or self._preempted or agg[4] != len(self.run):
+        if not self._all_decode:
             return 1
-        n = len(self.run)
-        k_done = int((self.run.output - self.run.generated).min())
-        k_kv = ((self.num_blocks - self.used_blocks) // n) * self.bs
-        return max(1, min(k_done, k_kv))
+        self._k_done = int((self.run.output - self.run.generated).min())
+        if not self.cfg.fast_forward or self._preempted:
+            return 1
+        k_kv = ((self.num_blocks - self.used_blocks) // len(self.run)) * self.bs
+        return max(1, min(self._k_done, k_kv))
 
     # ---- the process ----------------------------------------------------------------------
+    def park(self):
+        """An event to wait on before the next step, or None; dynamic policies override it."""
+        return None
+
     def _loop(self):
         env = self.env
         while True:
+            hold = self.park()
+            if hold is not None:  # a dynamic policy lent this engine's GPUs (Flying Serving's TP groups)
+                yield hold
+                continue
             if len(self.run) == 0 and not self.waiting:
                 self._wakeup = env.event()
                 yield self._wakeup
                 self._wakeup = None
                 continue
             granted = self._schedule()
-            if int(granted.sum()) == 0:  # cannot happen for requests that fit (checked at routing)
-                raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} waiting, run={self.run}")
             n = len(granted)
-            if n and not self._admitted and int(self.run.computed.min()) > 0 and int(granted.max()) == 1 \
-                    and int(granted.min()) == 1:  # all decoding: the common case, computed cheaply
-                agg = (0, 0, 0.0, 0.0, n, float(self.run.computed.sum() + n))
+            if (n == 0) if self._fast else (int(granted.sum()) == 0):  # impossible for requests that fit
+                raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
+                                   f"waiting, run={self.run}")
+            if self._fast:  # running requests decode, admitted ones (computed 0) prefill a chunk
+                adm = self._adm_tok
+                dn = n - len(adm)
+                dkv = float(self.run.computed.sum() + dn) if dn else 0.0  # admitted hold no KV yet
+                pt = sum(adm)
+                agg = (pt, len(adm), float(sum(g * (g + 1) // 2 for g in adm)), float(pt), dn, dkv)
+                self._all_decode = not adm
             else:
+                # all decoding: every request past its first token, one token each. A 1-token last
+                # prefill chunk costs as a decode (perfmodel.batch) but is not one here: it may
+                # sample the first token or (output 0) none.
+                self._all_decode = bool(n and not self._admitted and int(granted.max()) == 1
+                                        and int(granted.min()) == 1 and int(self.run.generated.min()) > 0)
                 agg = step_aggregates(self.run.computed, granted)
             mode, table = self.runner.mode_for(agg[0] + agg[4])
             k = self._stretch_steps(granted, agg)
@@ -157,39 +219,58 @@ class Engine:
                 yield env.timeout(dur)
             self.steps.append(start, dur, self.index, self.steps.mode_code(mode), k, *agg,
                               self.used_blocks * self.bs, len(self.waiting), 0.0)
-            self._apply(granted, k, agg[4] == n)
+            self._apply(granted, k, self._all_decode)
 
     def _sleep_stretch(self, dur):
-        """Sleep through a stretch; on an interrupt, end it after the step in progress."""
+        """Sleep through a stretch; on an interrupt, end it after the step in progress (or at the
+        step ending right now, if the interrupting request is seen at a boundary)."""
         start, c0, c1, k0, n, k = self._stretch
-        end = start + dur
+        done = self.env.timeout(dur)
         while True:
             try:
-                yield self.env.timeout(end - self.env.now)
+                yield done
                 break
-            except simpy.Interrupt:
-                if self._stretch is None:
+            except simpy.Interrupt as irq:
+                if self._stretch is None:  # a second request of the same instant: already cut
                     continue
-                elapsed = self.env.now - start
-                done = steps_within(c0, c1, k0, n, elapsed)
-                on_boundary = done >= 1 and decode_stretch_s(c0, c1, k0, n, done) == elapsed
-                k = min(k, done if on_boundary else done + 1)
-                end = start + decode_stretch_s(c0, c1, k0, n, k)
                 self._stretch = None  # later arrivals just queue
+                cut = self._steps_until_now(start, c0, c1, k0, n, irq.cause)
+                if cut < k:
+                    k = cut
+                    done = event_at(self.env, start + decode_stretch_s(c0, c1, k0, n, k))
         self._stretch = None
-        return k, end - start
+        return k, self.env.now - start
+
+    def _steps_until_now(self, start, c0, c1, k0, n, at_boundary: bool) -> int:
+        """Steps of the stretch that end before the step in progress now; a step ending exactly now
+        (compared in absolute time, as simpy computes start + delay) ends the stretch when the
+        interrupting request is seen at a boundary, else the step after it still runs."""
+        now = self.env.now
+        j = steps_within(c0, c1, k0, n, now - start)
+        while j > 0 and start + decode_stretch_s(c0, c1, k0, n, j) > now:
+            j -= 1
+        while start + decode_stretch_s(c0, c1, k0, n, j + 1) <= now:
+            j += 1
+        on_boundary = j >= 1 and start + decode_stretch_s(c0, c1, k0, n, j) == now
+        return j if on_boundary and at_boundary else j + 1
 
     def _apply(self, granted, k: int, all_decode: bool) -> None:
         """State after the step (k = 1) or the k-step decode stretch that just ended."""
         run, now, r = self.run, self.env.now, self.recs
-        run.computed = run.computed + granted * k  # k > 1: a stretch, every request decoding
-        new_blocks = blocks_for(run.computed, self.bs)
-        self.used_blocks += int((new_blocks - run.blocks).sum())
-        run.blocks = new_blocks
-        if all_decode:  # every request sampled k tokens; none is new
+        if all_decode:  # every request computed and sampled k tokens; none is new
+            run.computed = run.computed + k
+            new_blocks = (run.computed + (self.bs - 1)) // self.bs  # blocks_for, in two numpy calls
+            self.used_blocks += int(new_blocks.sum()) - int(run.blocks.sum())
+            run.blocks = new_blocks
             run.generated = run.generated + k
+            if k < self._k_done:  # no completion inside or at the end of this stretch
+                return
             done = run.generated >= run.output
         else:
+            run.computed = run.computed + granted
+            new_blocks = blocks_for(run.computed, self.bs)
+            self.used_blocks += int((new_blocks - run.blocks).sum())
+            run.blocks = new_blocks
             full = (granted > 0) & (run.computed == run.prompt + run.generated)
             samples = full & (run.output > 0)
             first = samples & (run.generated == 0)
@@ -197,13 +278,16 @@ class Engine:
                 r.first_token_s[run.idx[first]] = now
             run.generated = run.generated + samples
             done = full & (run.generated >= run.output)
-        if done.any():
-            pos = run.idx[done]
+        pos = run.idx[done] if done.any() else None
+        if pos is not None:
             r.finish_s[pos] = now
             r.generated[pos] = run.generated[done]
             self.used_blocks -= int(run.blocks[done].sum())
             self.outstanding_tokens -= int((r.input_tokens[pos] + r.output_tokens[pos]).sum())
             self.outstanding_requests -= len(pos)
-            self.run = run.keep(~done)
+            self.run = run = run.keep(~done)
+        if not all_decode:  # still all decoding after an all-decode step; else look
+            self._decoding = bool((run.generated > 0).all() and (run.wants() == 1).all())
+        if pos is not None:
             for p in pos.tolist():
                 self.on_finish(p)

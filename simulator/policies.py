@@ -82,3 +82,9 @@ def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy
 
 # The command line's registry (the one place names map to builders); dynamic policies add theirs.
 POLICIES = {**{p: static_plans for p in STATIC}, "shift": shift_plans}
+from .policies_sidp import sidp_plans  # noqa: E402  (dynamic policies in their own files; they import EnginePlan)
+POLICIES["sidp"] = sidp_plans
+from .policies_flying import flying_plans  # noqa: E402
+POLICIES["flying"] = flying_plans
+from .policies_seesaw import seesaw_plans  # noqa: E402
+POLICIES["seesaw"] = seesaw_plans

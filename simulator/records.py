@@ -50,7 +50,8 @@ class RequestRecords:
         df["queue_ms"] = 1e3 * (self.scheduled_s - self.issued_s)
         df["ttft_ms"] = 1e3 * (self.first_token_s - self.issued_s)
         df["e2el_ms"] = 1e3 * (self.finish_s - self.issued_s)
-        df["tpot_ms"] = np.where(out > 1, 1e3 * (self.finish_s - self.first_token_s) / (out - 1), np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):  # one output token: no TPOT (NaN)
+            df["tpot_ms"] = np.where(out > 1, 1e3 * (self.finish_s - self.first_token_s) / (out - 1), np.nan)
         return df
 
 

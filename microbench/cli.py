@@ -1,0 +1,168 @@
+"""`microbench`: measure GEMM, attention, collectives and copies; write measurement CSV rows that
+`perfmodel calibrate` reads, and an environment JSON beside them.
+
+  microbench --suite all --device cpu --nproc 2 --quick --out cpu.csv
+  microbench --suite gemm,memcpy --out h100.csv                      # one GPU
+  microbench --nproc 8 --out node.csv                                # spawns 8 workers itself
+  torchrun --nproc-per-node 8 -m microbench --out node.csv           # or under torchrun (multi-node too)
+
+Exit code 0 on success (failed cases are error rows, not failures), 2 on bad input, 1 if a worker died.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+
+SUITES = ("gemm", "attention", "collectives", "memcpy")
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive integers, e.g. 1,2,4,8")
+    return vals
+
+
+def _bytes(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in UNITS else ""
+    try:
+        return int(float(t[: len(t) - len(unit)]) * UNITS[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 64M or 1G") from None
+
+
+def _suites(text: str) -> tuple[str, ...]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if "all" in names:
+        return SUITES
+    bad = [s for s in names if s not in SUITES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown suite {bad[0] if bad else text!r}: choose from all, "
+                                         f"{', '.join(SUITES)}")
+    return tuple(s for s in SUITES if s in names)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="microbench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", dest="suites", type=_suites, default=SUITES,
+                   help="all, or a comma list of gemm, attention, collectives, memcpy (default all)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
+    p.add_argument("--nproc", type=int, default=None,
+                   help="workers to spawn (default: GPUs on CUDA, 2 on CPU); ignored under torchrun")
+    p.add_argument("--out", default="microbench.csv", help="measurement CSV (env record: <stem>.env.json)")
+    p.add_argument("--resume", action="store_true", help="append to --out, skipping cases measured without error")
+    p.add_argument("--quick", action="store_true", help="small sweep, few repeats (CI; < 3 min on 2 CPU cores)")
+    p.add_argument("--model", default=None, help="model for GEMM/attention/pattern shapes (default: tiny on "
+                   "CPU, llama-3.1-8b on CUDA; any perfmodel preset or config.json)")
+    p.add_argument("--tp", type=_ints, default=None, help="TP degrees the model will run (shape generation)")
+    p.add_argument("--dtypes", type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()), default=None,
+                   help="GEMM dtypes (default: bf16 on CPU; bf16,fp8 quick / bf16,fp16,fp8 full on CUDA)")
+    p.add_argument("--repeats", type=int, default=None, help="timed samples per case (default per sweep)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default per sweep)")
+    p.add_argument("--max-bytes", type=_bytes, default=None, help="largest message / copy, e.g. 64M")
+    p.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays (CUDA only)")
+    p.add_argument("--hardware", default=None, help="perfmodel preset for predicted_us (default: from device)")
+    p.add_argument("--profile", default=None, help="calibrated profile for predicted_us (default: the preset's)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per rank (CPU default: cores/ranks)")
+    p.add_argument("--timeout-s", type=float, default=300.0, help="collective timeout (a hang becomes an error)")
+    p.add_argument("--max-case-gb", type=float, default=4.0, help="memory budget of one case's inputs")
+    p.add_argument("--no-isolate", dest="isolate", action="store_false",
+                   help="CPU: do not raise the workers' priority (nice -10 where permitted) nor keep idle CPUs "
+                        "busy with nice-19 spinners during collectives (docs/microbench.md)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    return p
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawned(rank: int, world: int, port: int, args) -> None:
+    from .runner import worker
+
+    worker(rank, world, port, args)
+
+
+def _summary(args, wall_s: float) -> str:
+    import csv
+
+    from .writer import env_path
+
+    try:
+        with open(args.out, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        rows = []
+    err = sum(1 for r in rows if r.get("error"))
+    return (f"microbench: {len(rows)} rows ({err} errors) in {args.out}, environment in "
+            f"{env_path(args.out)}; {wall_s:.1f} s")
+
+
+def main(argv=None) -> int:
+    p = parser()
+    args = p.parse_args(argv)  # bad flags: argparse prints one line and exits 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    import torch
+
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but torch sees no CUDA device (use --device cpu)", file=sys.stderr)
+        return 2
+    if args.nproc is None:
+        args.nproc = int(os.environ.get("WORLD_SIZE", 0)) or (torch.cuda.device_count() if args.device == "cuda" else 2)
+    if args.nproc < 1:
+        print(f"error: --nproc {args.nproc} must be >= 1", file=sys.stderr)
+        return 2
+    if args.dtypes:
+        from .suites.gemm import TORCH_DTYPES
+
+        bad = [d for d in args.dtypes if d not in TORCH_DTYPES]
+        if bad:
+            print(f"error: --dtypes {bad[0]!r} unknown: choose from {', '.join(TORCH_DTYPES)}", file=sys.stderr)
+            return 2
+    if args.model:
+        from perfmodel.modelspec import load_model
+
+        try:
+            load_model(args.model)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    t0 = time.perf_counter()
+    try:
+        if torchrun:
+            from .runner import worker
+
+            worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), None, args)
+            if int(os.environ["RANK"]) != 0:
+                return 0
+        elif args.nproc == 1:
+            _spawned(0, 1, _free_port(), args)
+        else:
+            import torch.multiprocessing as mp
+
+            mp.start_processes(_spawned, args=(args.nproc, _free_port(), args), nprocs=args.nproc,
+                               start_method="spawn", join=True)
+    except Exception as e:  # noqa: BLE001 - a worker died (its traceback was printed by the worker)
+        print(f"error: microbench worker failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}",
+              file=sys.stderr)
+        return 1
+    print(_summary(args, time.perf_counter() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

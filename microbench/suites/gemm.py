@@ -1,0 +1,87 @@
+"""GEMM microbenchmark: C[m,n] = A[m,k] @ W[k,n] (torch.matmul; fp8 through torch._scaled_mm), checked
+against a float64 reference, timed over rotating inputs, reported in TFLOP/s beside perfmodel's
+ops.gemm_time_s for the same shape. Shapes: the model's layers at each TP degree plus an m x n x k grid."""
+from __future__ import annotations
+
+import torch
+
+from .. import timing
+from ..shapes import gemm_shapes
+
+RANKS = "zero"  # single-device op: rank 0 times it while the other ranks wait
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                "fp8": getattr(torch, "float8_e4m3fn", None)}
+# ||C - C_ref|| / ||C_ref|| bounds: operands exact in the dtype, so only accumulation and the output
+# rounding differ (bf16 output: 2^-8 relative per element; fp32 on CPU: ~1e-6; tf32 would be 3e-4)
+TOL = {"bf16": 2e-2, "fp16": 5e-3, "fp32": 1e-3, "fp8": 2e-2}
+CHECK_ROWS = 64  # rows of C compared with the float64 reference (cost O(rows * n * k))
+
+
+def cases(ctx) -> list[dict]:
+    sw = ctx.sweep
+    dtypes = ctx.args.dtypes or sw["dtypes"]
+    shapes = gemm_shapes(ctx.spec, ctx.args.tp or sw["tp"], sw["model_m"], sw["grid_m"], sw["grid_n"],
+                         sw["grid_k"], sw["max_gemm_flops"])
+    graph = int(bool(ctx.args.cuda_graph and ctx.device.type == "cuda"))
+    return [dict(op="gemm", dtype=dt, m=m, n=n, k=k, group_size=1, device_count=1, backend=ctx.single_backend,
+                 cuda_graph=graph, _source=src)
+            for dt in dtypes for m, n, k, src in shapes]
+
+
+def fp8_supported(device) -> str:
+    """'' when fp8 GEMMs can run here, else why not (the error row's text)."""
+    if TORCH_DTYPES["fp8"] is None or not hasattr(torch, "_scaled_mm"):
+        return "unsupported dtype: this torch has no float8_e4m3fn / _scaled_mm"
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        return f"unsupported dtype: fp8 GEMM needs compute capability >= 8.9, device has " \
+               f"{'.'.join(map(str, torch.cuda.get_device_capability(device)))}"
+    return ""
+
+
+def make_op(dtype: str):
+    """The op under test: fn(a (m,k), w (n,k)) -> C (m,n). W is stored (n, k) row-major, the layout
+    of nn.Linear weights, so C = A @ W^T; fp8 scales are per-tensor (1.0: inputs are N(0,1))."""
+    if dtype != "fp8":
+        return lambda a, w: torch.matmul(a, w.t())
+    one = {}
+
+    def fp8(a, w):
+        s = one.get(a.device)
+        if s is None:
+            s = one[a.device] = torch.ones((), dtype=torch.float32, device=a.device)
+        return torch._scaled_mm(a, w.t(), scale_a=s, scale_b=s, out_dtype=torch.bfloat16)
+    return fp8
+
+
+def reference(a, w, rows: int = CHECK_ROWS):
+    """float64 C[:rows] = A[:rows] @ W^T on the CPU."""
+    return a[:rows].double().cpu() @ w.double().cpu().t()
+
+
+def predicted_us(ctx, m, n, k, dtype):
+    if ctx.hw is None:
+        return ""
+    from perfmodel import ops
+
+    wd = "fp8" if dtype == "fp8" else "bf16"  # fp16 / fp32 GEMMs: the bf16 roofline
+    return float(ops.gemm_time_s(m, n, k, wd, ctx.hw, ctx.prof)) * 1e6
+
+
+def run(ctx, case) -> dict:
+    dt, m, n, k = case["dtype"], case["m"], case["n"], case["k"]
+    if dt not in TORCH_DTYPES or TORCH_DTYPES[dt] is None:
+        raise ValueError(f"unsupported dtype {dt!r}: choose from {', '.join(TORCH_DTYPES)}")
+    if dt == "fp8" and fp8_supported(ctx.device):
+        raise RuntimeError(fp8_supported(ctx.device))
+    tdt, op = TORCH_DTYPES[dt], make_op(dt)
+    sets = timing.input_sets(ctx.pool, ctx.device, tdt, [(m, k), (n, k)], ctx.cache, ctx.max_bytes,
+                             seed=ctx.args.seed)
+    a, w = sets[0]
+    out = op(a, w)  # correctness first: (m, n)
+    timing.check(timing.rel_err(out[:CHECK_ROWS].cpu(), reference(a, w)), TOL[dt], f"gemm {dt} {m}x{n}x{k}")
+    del out
+    fn = lambda i: op(*sets[i % len(sets)])  # noqa: E731
+    samples, inner = timing.time_single(fn, ctx.device, ctx.sweep, ctx.args, graph=bool(case["cuda_graph"]))
+    st = timing.row_times(samples, inner)
+    return {**st, "achieved": 2.0 * m * n * k / (st["median_us"] * 1e-6) / 1e12,
+            "achieved_unit": "TFLOP/s", "predicted_us": predicted_us(ctx, m, n, k, dt)}

@@ -1,0 +1,88 @@
+"""Copy microbenchmark: host->device and device->host (pinned and pageable host memory),
+device->device, and peer-to-peer to the next GPU, via Tensor.copy_; checked for equality, timed over
+rotating buffers, reported in GB/s beside perfmodel's copy_time_s. On CPU 'device' memory is host
+memory: h2d / d2h / d2d are host memcpys (pageable only) and there is no p2p."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import timing
+from ..shapes import geometric
+
+RANKS = "zero"
+DTYPE, ELEM = torch.bfloat16, 2
+MAX_SETS = 1 << 14  # small copies: many small views so that a pass still exceeds the cache
+
+
+def _peer(device) -> int | None:
+    """The GPU that p2p copies go to: the next one on this node (None with one GPU)."""
+    if device.type != "cuda" or torch.cuda.device_count() < 2:
+        return None
+    return (device.index + 1) % torch.cuda.device_count()
+
+
+def cases(ctx) -> list[dict]:
+    lo, hi, factor = ctx.sweep["copy"]
+    hi = min(hi, ctx.args.max_bytes or hi)
+    cuda = ctx.device.type == "cuda"
+    kinds = [("memcpy_h2d", 0), ("memcpy_d2h", 0), ("memcpy_d2d", 0)]
+    if cuda:
+        kinds = [("memcpy_h2d", 1), ("memcpy_h2d", 0), ("memcpy_d2h", 1), ("memcpy_d2h", 0), ("memcpy_d2d", 0)]
+        if _peer(ctx.device) is not None:
+            kinds.append(("memcpy_p2p", 0))
+    graph = int(bool(ctx.args.cuda_graph and cuda))
+    return [dict(op=op, dtype="bf16", size_bytes=size, pinned=pinned, group_size=1,
+                 device_count=2 if op == "memcpy_p2p" else 1, backend=ctx.single_backend,
+                 cuda_graph=graph if op in ("memcpy_d2d", "memcpy_p2p") or pinned else 0)
+            for op, pinned in kinds for size in geometric(lo, max(lo, hi), factor)]
+
+
+def _host(n_total: int, pinned: bool) -> torch.Tensor:
+    """Host buffer of random data; pinned (page-locked) memory needs CUDA."""
+    t = torch.empty(n_total, dtype=DTYPE, pin_memory=pinned)
+    return t.normal_()
+
+
+def buffers(ctx, case):
+    """(sources, destinations): rotating lists of equal-sized views, enough to exceed the cache."""
+    n = case["size_bytes"] // ELEM
+    kind, pinned, dev = case["op"], bool(case["pinned"]), ctx.device
+    sets = max(1, min(MAX_SETS, math.ceil(2 * ctx.cache / case["size_bytes"]),
+                      ctx.max_bytes // (2 * case["size_bytes"])))
+    host = lambda: _host(sets * n, pinned).view(sets, n)  # noqa: E731
+    devbuf = lambda d=dev: torch.empty(sets, n, dtype=DTYPE, device=d).normal_()  # noqa: E731
+    if kind == "memcpy_h2d":
+        return host(), devbuf()
+    if kind == "memcpy_d2h":
+        return devbuf(), host()
+    if kind == "memcpy_p2p":
+        return devbuf(), devbuf(torch.device("cuda", _peer(dev)))
+    return devbuf(), devbuf()
+
+
+def predicted_us(ctx, case):
+    if ctx.hw is None:
+        return ""
+    from perfmodel import ops
+
+    return float(ops.copy_time_s(case["op"].removeprefix("memcpy_"), case["size_bytes"], ctx.hw, ctx.prof)) * 1e6
+
+
+def run(ctx, case) -> dict:
+    if case["pinned"] and not torch.cuda.is_available():
+        raise RuntimeError("unsupported: pinned host memory needs CUDA")
+    src, dst = buffers(ctx, case)
+    dst[0].fill_(float("nan"))  # poison: the check sees any element the copy did not write
+    dst[0].copy_(src[0])
+    timing.sync(ctx.device)
+    timing.check(0.0 if torch.equal(dst[0].cpu(), src[0].cpu()) else float("inf"), 0.0,
+                 f"{case['op']} {case['size_bytes']} bytes")
+    blocking = not case["pinned"] and case["op"] in ("memcpy_h2d", "memcpy_d2h")
+    fn = lambda i: dst[i % len(dst)].copy_(src[i % len(src)], non_blocking=not blocking)  # noqa: E731
+    samples, inner = timing.time_single(fn, ctx.device, ctx.sweep, ctx.args, graph=bool(case["cuda_graph"]))
+    st = timing.row_times(samples, inner)
+    moved = case["size_bytes"] * (2 if case["op"] == "memcpy_d2d" else 1)  # d2d reads and writes HBM
+    return {**st, "achieved": moved / (st["median_us"] * 1e-6) / 1e9,
+            "achieved_unit": "GB/s", "predicted_us": predicted_us(ctx, case)}

@@ -1,0 +1,106 @@
+"""Rows out: incremental CSV in the measurement schema (perfmodel.measurements), resume keys, the
+in-flight marker that turns a case which killed the run into an error row, and the env JSON."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from perfmodel.measurements import COLUMNS, append_rows, empty_row
+
+# The columns that identify a case: a row with the same values is the same measurement.
+KEY_COLUMNS = ("op", "dtype", "m", "n", "k", "batch", "seq_len", "kv_len", "num_heads", "num_kv_heads",
+               "head_dim", "size_bytes", "group_size", "backend", "cuda_graph", "pinned")
+
+
+def _norm(v) -> str:
+    """'1024', '1024.0' and 1024 are one key value."""
+    s = "" if v is None else str(v).strip()
+    try:
+        f = float(s)
+        return str(int(f)) if f.is_integer() else s
+    except ValueError:
+        return s
+
+
+def row_key(row: dict) -> tuple:
+    return tuple(_norm(row.get(c, "")) for c in KEY_COLUMNS)
+
+
+def done_keys(path) -> set:
+    """Keys of the rows already measured without error in `path` (what --resume skips); failed rows
+    are measured again."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return set()
+    with path.open(newline="") as f:
+        rd = csv.DictReader(f)
+        missing = [c for c in ("op", "median_us", "error") if c not in (rd.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{path}: not a measurement CSV (missing column {missing[0]!r}); "
+                             f"cannot resume into it")
+        return {row_key(r) for r in rd if not r.get("error", "").strip() and r.get("median_us", "").strip()}
+
+
+def env_path(path) -> Path:
+    """cpu.csv -> cpu.env.json (the environment record beside the CSV)."""
+    path = Path(path)
+    return path.with_name(path.stem + ".env.json")
+
+
+def pending_path(path) -> Path:
+    path = Path(path)
+    return path.with_name(path.stem + ".pending.json")
+
+
+def mark_pending(path, row: dict) -> None:
+    """Note the case about to run, so that a run killed by it (NCCL timeout, crash) is recorded."""
+    pending_path(path).write_text(json.dumps({c: str(row.get(c, "")) for c in COLUMNS if row.get(c, "") != ""}))
+
+
+def clear_pending(path) -> None:
+    pending_path(path).unlink(missing_ok=True)
+
+
+def take_pending(path) -> dict | None:
+    """The case a previous run died in (and forget it), or None."""
+    p = pending_path(path)
+    if not p.exists():
+        return None
+    try:
+        row = json.loads(p.read_text())
+    except json.JSONDecodeError:
+        row = None
+    p.unlink(missing_ok=True)
+    return row
+
+
+def write_rows(path, rows: list[dict]) -> None:
+    """Append rows (header first when the file is new); unknown columns raise ValueError."""
+    append_rows(path, [empty_row(**{k: _cell(v) for k, v in r.items()}) for r in rows])
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def write_env(path, record: dict, resume: bool) -> None:
+    """Write the environment JSON: {'runs': [record, ...]} (a resumed run appends its record)."""
+    p = env_path(path)
+    runs = []
+    if resume and p.exists():
+        try:
+            runs = json.loads(p.read_text()).get("runs", [])
+        except (json.JSONDecodeError, AttributeError):
+            runs = []
+    runs.append(record)
+    p.write_text(json.dumps({"runs": runs}, indent=1, default=str))
+
+
+def error_text(e: BaseException) -> str:
+    """One line: the exception type and the first line of its message (OOM, timeout, unsupported)."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    kind = "OOM" if isinstance(e, MemoryError) or "out of memory" in msg.lower() else type(e).__name__
+    return f"{kind}: {msg}"[:300]

@@ -1,0 +1,161 @@
+"""SeesawEngine: one node-wide instance alternating prefill under c_p and decode under c_d
+(SYSTEMS.md 4), with a CPU KV store between the phases.
+
+Transition-minimising schedule: prefill whole prompts (as many as the token budget holds, at least
+one per pipeline stage) and swap each finished prompt's KV out to the CPU store, until the store
+cannot take the next prompt or nothing waits; re-shard to c_d; decode with continuous batching,
+pulling sequences' KV in from the store into c_d's GPU KV (up to its capacity and max_num_seqs)
+until store and batch are empty; re-shard back. Swaps overlap compute (a step lasts max(compute,
+copy)); re-shards do not (perfmodel.seesaw.reshard_s: the new shards' weights over the host link).
+Same constructor and arrival interface as Engine, so cluster.simulate routes to it unchanged.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from perfmodel import ops
+from perfmodel.steptable import decode_stretch_s
+
+
+class SeesawEngine:
+    """Offline-oriented engine; `setup(cfg)` (the plan's attach) gives it the Seesaw parameters."""
+
+    def __init__(self, env, index, runner, cfg, budget, max_seqs, kv_capacity_tokens, recs, steps, on_finish):
+        self.env, self.index, self.runner, self.cfg = env, index, runner, cfg
+        self.budget, self.max_seqs, self.capacity_tokens = int(budget), int(max_seqs), int(kv_capacity_tokens)
+        self.recs, self.steps, self.on_finish = recs, steps, on_finish
+        self.waiting: deque = deque()
+        self.store: deque = deque()  # prefilled requests whose KV sits in the CPU store
+        self.store_bytes = 0.0
+        self.outstanding_tokens = self.outstanding_requests = 0
+        self.ss = None
+        self._wakeup = None
+        self.proc = env.process(self._loop())
+
+    def setup(self, ss) -> None:
+        self.ss = ss  # SeesawSetup: spec, hw, prof, gpus, buffer bytes, re-shard seconds, pp, decode KV
+
+    def submit(self, pos: int, at_boundary: bool = True) -> None:
+        r = self.recs
+        self.outstanding_tokens += int(r.input_tokens[pos] + r.output_tokens[pos])
+        self.outstanding_requests += 1
+        r.issued_s[pos], r.engine[pos] = self.env.now, self.index
+        self.waiting.append(pos)
+        if self._wakeup is not None and not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def fits(self, pos: int) -> bool:
+        """Its prompt's KV fits the CPU store and its whole sequence the decode config's GPU KV."""
+        r, ss = self.recs, self.ss
+        return (int(r.input_tokens[pos] + r.output_tokens[pos]) <= ss.decode_kv_tokens
+                and self._kv_bytes(int(r.input_tokens[pos])) <= ss.buffer_bytes)
+
+    def _kv_bytes(self, tokens: float) -> float:
+        return self.ss.spec.kv_bytes_per_token * tokens  # whole model; each GPU holds 1/gpus of it
+
+    def _copy_s(self, kind: str, tokens: float) -> float:
+        return float(ops.copy_time_s(kind, self._kv_bytes(tokens) / self.ss.gpus, self.ss.hw, self.ss.prof)) if tokens else 0.0
+
+    def _row(self, start, mode, steps, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0, used=0, switch=0.0):
+        self.steps.append(start, self.env.now - start, self.index, self.steps.mode_code(mode), steps,
+                          pt, ps, pairs, pkv, dn, dkv, used, len(self.waiting), switch)
+
+    def _finish(self, pos: int) -> None:
+        r = self.recs
+        r.finish_s[pos] = self.env.now
+        r.generated[pos] = r.output_tokens[pos]
+        self.outstanding_tokens -= int(r.input_tokens[pos] + r.output_tokens[pos])
+        self.outstanding_requests -= 1
+        self.on_finish(pos)
+
+    def _reshard(self, mode: str):
+        if not self.ss.reshard_s[mode]:  # c_p == c_d: nothing moves
+            return
+        start = self.env.now
+        yield self.env.timeout(self.ss.reshard_s[mode])
+        self._row(start, mode, 0, switch=self.env.now - start)
+
+    # ---- phases ------------------------------------------------------------------------------
+    def _prefill_phase(self):
+        r, table = self.recs, self.runner.tables["prefill"]
+        while self.waiting:
+            take, tokens = [], 0
+            while self.waiting:
+                pos = self.waiting[0]
+                n = int(r.input_tokens[pos])
+                full = self.store_bytes + self._kv_bytes(tokens + n) > self.ss.buffer_bytes and r.output_tokens[pos] > 1
+                if full or (take and tokens + n > self.budget and len(take) >= self.ss.pp):
+                    break
+                take.append(self.waiting.popleft())
+                tokens += n
+            if not take:
+                return  # the CPU store is full
+            p = np.asarray(take)
+            lens = r.input_tokens[p].astype(float)
+            r.scheduled_s[p] = self.env.now
+            agg = (tokens, len(take), float((lens * (lens + 1) / 2).sum()), float(tokens))
+            start = self.env.now
+            parked = [q for q in take if r.output_tokens[q] > 1]  # the rest finish with their first token
+            yield self.env.timeout(max(table.time_s(*agg), self._copy_s("d2h", r.input_tokens[parked].sum())))
+            self._row(start, "prefill", 1, *agg)
+            r.first_token_s[p] = self.env.now
+            for q in take:
+                if r.output_tokens[q] <= 1:
+                    self._finish(q)
+                else:
+                    r.generated[q] = 1
+                    self.store.append(q)
+                    self.store_bytes += self._kv_bytes(int(r.input_tokens[q]))
+
+    def _decode_phase(self):
+        r, table = self.recs, self.runner.tables["decode"]
+        run: list = []
+        ctx = 0
+        while self.store or run:
+            pulled = 0
+            while self.store and len(run) < self.max_seqs:  # fill the GPU KV from the CPU store
+                q = self.store[0]
+                if ctx + int(r.input_tokens[q] + r.output_tokens[q]) > self.ss.decode_kv_tokens:
+                    break
+                self.store.popleft()
+                self.store_bytes -= self._kv_bytes(int(r.input_tokens[q]))
+                run.append(q)
+                ctx += int(r.input_tokens[q] + r.output_tokens[q])
+                pulled += int(r.input_tokens[q])
+            idx = np.asarray(run)
+            left = r.output_tokens[idx] - r.generated[idx]
+            n, keys = len(run), float((r.input_tokens[idx] + r.generated[idx]).sum())
+            k = int(left.min())
+            c0, c1 = table.decode_affine(n)
+            start = self.env.now
+            first = c0 + c1 * (keys + n)
+            pull = self._copy_s("h2d", pulled)  # prefetch overlapped with the first step of the stretch
+            dur = decode_stretch_s(c0, c1, keys + n, n, k) + max(0.0, pull - first)
+            yield self.env.timeout(dur)
+            self._row(start, "decode", k, dn=n, dkv=keys + n, used=ctx)
+            r.generated[idx] += k
+            done = [q for q in run if r.generated[q] >= r.output_tokens[q]]
+            for q in done:
+                run.remove(q)
+                ctx -= int(r.input_tokens[q] + r.output_tokens[q])
+                self._finish(q)
+
+    def _loop(self):
+        mode = "prefill"  # weights start in c_p's shards
+        while True:
+            if not self.waiting and not self.store:
+                self._wakeup = self.env.event()
+                yield self._wakeup
+                self._wakeup = None
+                continue
+            if mode != "prefill" and self.waiting:
+                yield from self._reshard("prefill")
+                mode = "prefill"
+            yield from self._prefill_phase()
+            if self.store:
+                if mode != "decode":
+                    yield from self._reshard("decode")
+                mode = "decode"
+                yield from self._decode_phase()

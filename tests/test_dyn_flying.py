@@ -1,0 +1,91 @@
+"""Flying Serving in the simulator (issue #6 acceptance; SYSTEMS.md 5, TARGETS.md Flying row).
+
+Llama-3.3-70B fp8 on 8 x H200 (datasheet roofline, prof=None): a DP unit is one GPU (70 GB of
+weights fit), so the pool is 8 units and TP groups are tp=2, 4, 8 over aligned unit ranges.
+"""
+import numpy as np
+import pytest
+
+from simulator.policies_eval import run_summary, workload
+from simulator.workload.workload import make_workload
+
+BURSTY = "onoff?n=300&low=0.5-1&high=4-6&off_s=30&on_s=15&input=4096&output=250&seed=1"  # as test_dyn_shift
+PRIORITY = "poisson?rate=6&n=400&input=4096&output=250&priority=-1:0.05,0:0.95&seed=2"  # ~half DP's capacity
+
+
+@pytest.fixture(scope="module")
+def bursty():
+    wl = workload(BURSTY)
+    return {p: run_summary(wl, p, frames=True) for p in ("tp", "dp", "flying")}
+
+
+def _burst(req):
+    return (req["arrival_s"] % 45.0) >= 30.0  # onoff: 30 s low phase, then a 15 s burst
+
+
+def test_bursty_ttft_dp_in_bursts_tp_at_low_load(bursty):
+    med = {p: (r[1].loc[_burst(r[1]), "ttft_ms"].median(), r[1].loc[~_burst(r[1]), "ttft_ms"].median())
+           for p, r in bursty.items()}
+    assert med["flying"][0] <= 1.15 * med["dp"][0], med  # burst phases: within 15% of static DP's
+    assert med["flying"][1] <= 1.15 * med["tp"][1], med  # low-load phases: within 15% of static TP's
+
+
+def test_mode_timeline_and_switch_costs(bursty):
+    s, _, steps = bursty["flying"]
+    assert set(s["time_in_mode_s"]) == {"dp", "tp8"} and s["mode_switches"] > 0
+    sw = steps[steps["switch_s"] > 0]
+    assert len(sw) >= 2 and np.allclose(sw["switch_s"], 0.015) and (sw["steps"] == 0).all()  # 15 ms live
+    assert s["switch_time_s"] == pytest.approx(0.015 * len(sw))
+
+
+def test_priority_near_tp_latency_others_near_dp():
+    wl = workload(PRIORITY)
+    out = {p: run_summary(wl, p, frames=True) for p in ("tp", "dp", "flying")}
+    pri = {p: r[1].loc[r[1]["priority"] < 0, "ttft_ms"].median() for p, r in out.items()}
+    oth = {p: r[1].loc[r[1]["priority"] >= 0, "ttft_ms"].median() for p, r in out.items()}
+    assert pri["flying"] <= 1.15 * pri["tp"], pri
+    assert oth["flying"] <= 1.15 * oth["dp"], oth
+    assert out["flying"][0]["total_token_throughput"] >= 0.95 * out["dp"][0]["total_token_throughput"]
+    assert "tp4" in out["flying"][0]["time_in_mode_s"]  # priority groups: half the node by default
+
+
+def test_long_context_served_by_a_group_rejected_by_dp():
+    n = 30
+    arr = np.sort(np.random.default_rng(0).uniform(0, 20, n))
+    inp, outp = np.full(n, 2048), np.full(n, 128)
+    inp[5], outp[5] = 200_000, 100  # one DP unit holds 160,960 tokens; a TP-2 group twice that
+    wl = make_workload({"arrival_s": arr, "input_tokens": inp, "output_tokens": outp})
+    _, dp, _ = run_summary(wl, "dp", frames=True)
+    assert dp.loc[5, "status"] == "rejected" and "capacity" in dp.loc[5, "reject_reason"]  # with the reason
+    s, fl, _ = run_summary(wl, "flying", policy_args={"low_load": 1}, frames=True)  # only the long rule
+    assert fl.loc[5, "status"] == "completed" and s["completed"] == n
+    assert "tp2" in s["time_in_mode_s"]  # the narrowest group that holds it
+
+
+def test_without_triggers_flying_is_static_dp():
+    wl = workload("poisson?rate=4&n=120&input=2048&output=128&seed=5")
+    fl = run_summary(wl, "flying", policy_args={"low_load": 1, "priority_tp": -10})
+    dp = run_summary(wl, "dp")
+    assert fl["median_ttft_ms"] == pytest.approx(dp["median_ttft_ms"], rel=0.02)
+    assert fl["median_tpot_ms"] == pytest.approx(dp["median_tpot_ms"], rel=0.02)
+
+
+@pytest.mark.parametrize("switching", ["sequential", "soft", "hard"])
+def test_switching_modes_complete_and_hard_is_fastest_for_priority(switching):
+    wl = workload("poisson?rate=3&n=150&input=4096&output=250&priority=-1:0.1,0:0.9&seed=4")
+    s, req, _ = run_summary(wl, "flying", policy_args={"low_load": 1, "switching": switching}, frames=True)
+    assert s["completed"] == len(wl)
+    ttft = req.loc[req["priority"] < 0, "ttft_ms"].median()
+    if switching == "hard":
+        assert ttft < 250  # static TP: 114 ms, DP 444 ms on this trace
+    else:
+        assert ttft > 250  # waits for the members to drain (soft: starts in DP, then recomputes)
+    if switching == "soft":
+        assert req.loc[req["priority"] < 0, "preemptions"].sum() > 0  # the recompute under TP
+
+
+def test_cold_restart_cost_per_switch():
+    wl = workload("poisson?rate=3&n=40&input=1024&output=32&priority=-1:0.1,0:0.9&seed=4")
+    s, _, steps = run_summary(wl, "flying", policy_args={"restart": "cold"}, frames=True)
+    sw = steps[steps["switch_s"] > 0]
+    assert len(sw) >= 2 and np.allclose(sw["switch_s"], 146.0) and s["completed"] == len(wl)

@@ -1,0 +1,36 @@
+"""`python -m kernels.run`: per-step times and bytes, --check parity verdict and exit codes."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from kernels.run import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_check_passes_and_prints_steps(capsys):
+    assert main(["--strategy", "shift", "--world-size", "2", "--model", "tiny", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "step 10" in out and "base" in out and "shift" in out and "all_to_all=" in out
+    assert out.rstrip().endswith("OK")
+
+
+def test_check_fails_above_tolerance(capsys):
+    assert main(["--strategy", "tp", "--world-size", "2", "--check", "--tolerance", "1e-12"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_bad_layout_is_exit_2(capsys):
+    assert main(["--strategy", "sp", "--world-size", "2", "--layout", "sp=3"]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_module_entry_point():
+    r = subprocess.run([sys.executable, "-m", "kernels.run", "--strategy", "pp", "--world-size", "2", "--check"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "pp_stage" not in r.stdout and "send_recv=" in r.stdout and r.stdout.rstrip().endswith("OK")

@@ -1,0 +1,117 @@
+"""kernels/ without a process group: the reference model, its paged KV cache, scripts, routers,
+SiDP's schedule and Flying's zero-copy TP views."""
+import copy
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernels import comm, scenario  # noqa: E402
+from kernels.dp import make_router  # noqa: E402
+from kernels.flying import storages, tp_view  # noqa: E402
+from kernels.kvcache import Batch, KVCache, make_cache, run_step  # noqa: E402
+from kernels.model import build_model  # noqa: E402
+from kernels.sidp import choose_mode, min_slots, owner, prefetch_order  # noqa: E402
+from perfmodel.modelspec import load_model  # noqa: E402
+
+SPEC = load_model("tiny")
+
+
+def batch(parts: dict) -> Batch:
+    return Batch(tuple(parts), tuple(len(t) for t in parts.values()), torch.cat(list(parts.values())))
+
+
+def test_decode_with_kv_cache_equals_one_shot_prefill():
+    model = build_model(SPEC, seed=1)
+    toks = torch.randint(0, SPEC.vocab_size, (21,), generator=torch.Generator().manual_seed(0))
+    one = run_step(model, make_cache(model), batch({7: toks}))[7]
+    cache = make_cache(model, block_tokens=4)  # 21 tokens over 6 blocks of 4
+    run_step(model, cache, batch({7: toks[:13]}))
+    for i in range(13, 21):
+        out = run_step(model, cache, batch({7: toks[i:i + 1]}))[7]
+    assert (out - one).abs().max() < 2e-5
+    assert len(cache.tables[7]) == 6 and cache.lengths[7] == 21
+
+
+def test_variable_length_batch_equals_sequences_alone():
+    model = build_model(SPEC, seed=2)
+    g = torch.Generator().manual_seed(1)
+    parts = {0: torch.randint(0, 1024, (5,), generator=g), 1: torch.randint(0, 1024, (11,), generator=g)}
+    together = run_step(model, make_cache(model), batch(parts))
+    for sid, t in parts.items():
+        alone = run_step(model, make_cache(model), batch({sid: t}))[sid]
+        assert (together[sid] - alone).abs().max() < 2e-5
+
+
+def test_moe_model_and_deterministic_init():
+    spec = load_model("tiny-moe")
+    a, b = build_model(spec, seed=3), build_model(spec, seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(build_model(spec, seed=4).head.weight, a.head.weight)
+    out = run_step(a, make_cache(a), batch({0: torch.arange(9)}))[0]
+    assert out.shape == (spec.vocab_size,) and 0.3 < out.std() < 3  # O(1) logits: tolerances mean something
+
+
+def test_kv_block_holds_more_tokens_with_fewer_heads():
+    cache = KVCache([0], num_blocks=8, block_numel=16 * 2 * 32)  # 16 tokens of 2 KV heads x 32
+    cache.reserve("dp", 20, heads=2, head_dim=32)
+    cache.reserve("tp", 20, heads=1, head_dim=32)  # a TP-2 shard: 1 head per GPU
+    assert cache.block_tokens("dp") == 16 and cache.block_tokens("tp") == 32
+    assert len(cache.tables["dp"]) == 2 and len(cache.tables["tp"]) == 1
+    with pytest.raises(ValueError, match="wrong head layout"):
+        cache.reserve("dp", 21, heads=1, head_dim=32)
+
+
+def test_scripts_cover_the_cases():
+    steps = scenario.script(scenario.MIXED, 1024)
+    tokens = [b.num_tokens for b in steps]
+    assert tokens == [22, 3, 3, 3, 12, 3, 3, 2, 2, 1, 1]  # prefill, decodes < SP, a join, 10 decodes
+    assert all(b.num_tokens % 2 == 0 for b in scenario.script(scenario.EVEN, 1024))
+    again = scenario.script(scenario.MIXED, 1024)
+    assert all(torch.equal(x.tokens, y.tokens) for x, y in zip(steps, again))
+
+
+def test_router_is_least_loaded_and_sticky():
+    route = make_router(2)
+    subs = route(batch({0: torch.arange(9), 1: torch.arange(3), 2: torch.arange(4)}))
+    assert [s.seq_ids for s in subs] == [(0,), (1, 2)]
+    subs = route(batch({0: torch.arange(1), 2: torch.arange(1)}))
+    assert [s.seq_ids for s in subs] == [(0,), (2,)]
+
+
+def test_sidp_peak_shifted_prefetch_order():
+    orders = [prefetch_order(r, 4, 8, 4) for r in range(4)]
+    assert orders[1] == [2, 3, 0, 6, 7, 4]
+    firsts = {owner(o[0], 4) for o in orders}
+    assert len(firsts) == 4  # every rank starts reading from a different owner: no incast
+    assert all(owner(l, 4) != r for r, o in enumerate(orders) for l in o)
+    assert min_slots(4, 8, 4) == 3 and min_slots(2, 4, 2) == 1
+
+
+def test_sidp_mode_hysteresis():
+    assert choose_mode("was", 3.5, 4) == "was" and choose_mode("was", 2.9, 4) == "cas"
+    assert choose_mode("cas", 4.5, 4) == "cas" and choose_mode("cas", 5, 4) == "was"
+
+
+def test_flying_tp_views_allocate_no_storage():
+    model = build_model(SPEC, seed=0)
+    before = storages(model)
+    view = tp_view(model, comm.Group((0, 1), None, 1))  # builds only: no collective runs here
+    assert storages(view) <= before and storages(model) == before
+    assert view.layers[0].attn.wq.weight.shape == (SPEC.num_heads // 2 * SPEC.head_dim, SPEC.hidden_size)
+    assert model.layers[0].attn.wq.weight.shape[0] == SPEC.num_heads * SPEC.head_dim  # DP engine intact
+    assert view.layers[0].mlp.w2.weight.data_ptr() != model.layers[0].mlp.w2.weight.data_ptr()  # a row slice
+
+
+def test_counting_uses_nccl_tests_sizes():
+    with comm.counting() as recs:
+        comm.count("all_gather", 4, 4096, "sp_output")
+        comm.all_reduce(torch.ones(3), comm.SOLO, "attn_out")  # a group of one issues nothing
+    assert comm.bytes_by_op(recs) == {"all_gather": 4096}
+    assert comm.bytes_by_where(recs) == {("all_gather", "sp_output"): 4096}
+
+
+def test_deepcopy_keeps_spec():
+    spec = dataclasses.replace(SPEC, num_kv_heads=1)
+    assert copy.deepcopy(build_model(spec)).spec.num_kv_heads == 1
