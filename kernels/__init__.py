@@ -1,0 +1,1 @@
+"""Executable reference implementations of every parallelism strategy (see docs/kernels.md)."""

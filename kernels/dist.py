@@ -90,10 +90,20 @@ def _worker(rank, world_size, port, out_dir, fn, args):
     _groups.clear()
 
 
-def spawn(fn, world_size: int, *args, timeout_s: float = 180.0) -> list:
-    """Run fn(rank, world_size, *args) on `world_size` gloo workers; return [result per rank]."""
+def spawn(fn, world_size: int, *args, timeout_s: float = 600.0) -> list:
+    """Run fn(rank, world_size, *args) on `world_size` gloo workers; return [result per rank].
+    A rendezvous port taken by another process between free_port() and bind is retried."""
+    for attempt in range(3):
+        try:
+            return _spawn_once(fn, world_size, args, timeout_s)
+        except WorkerError as e:
+            if attempt == 2 or "Address already in use" not in str(e):
+                raise
+
+
+def _spawn_once(fn, world_size: int, args, timeout_s: float) -> list:
     multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "kernels.checks"])
-    ctx = multiprocessing.get_context("forkserver")
+    ctx = multiprocessing.get_context("forkserver")  # children fork from a process that imported torch once
     with tempfile.TemporaryDirectory() as out_dir:
         port = free_port()
         procs = [ctx.Process(target=_worker, args=(r, world_size, port, out_dir, fn, args)) for r in range(world_size)]

@@ -57,7 +57,8 @@ def _parts(layout, batch, m: int = 1):
 
 def _static(strategy, model, layout, rank):
     """TP, SP, TP x SP or PP on one instance."""
-    group = lambda kind: make_group(layout.groups(kind))  # noqa: E731
+    def group(kind):
+        return make_group(layout.groups(kind))
     if strategy == "pp":
         pp = group("pp")
         apply_pp(model, layout, pp)

@@ -92,7 +92,8 @@ def swiglu(x, w1, w3, w2) -> torch.Tensor:
 class MLP(nn.Module):
     def __init__(self, d: int, f: int):
         super().__init__()
-        self.w1, self.w3, self.w2 = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False), nn.Linear(f, d, bias=False)
+        self.w1, self.w3 = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)  # gate, up
+        self.w2 = nn.Linear(f, d, bias=False)  # down
 
     def forward(self, x):  # (n, d) -> (n, d)
         return swiglu(x, self.w1.weight, self.w3.weight, self.w2.weight)

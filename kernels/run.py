@@ -16,7 +16,7 @@ import sys
 
 from perfmodel.layout import LayoutError, ParallelLayout
 
-from .checks import COMM_OPS, expected_bytes, make_spec, run_check
+from .checks import expected_bytes, make_spec, run_check
 from .engines import STRATEGIES, default_layout
 
 TOLERANCE = 2e-5  # fp32 logits of O(1): see docs/kernels.md for why

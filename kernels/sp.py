@@ -31,7 +31,8 @@ def kv_groups(layout, num_kv_heads: int) -> tuple:
 def seq_to_heads(parts, group: Group, where: str) -> list:
     """[(n_loc, W_i)] sequence-sharded -> [(n_pad, W_i/SP)] head-sharded, in one all_to_all."""
     sp, n_loc = group.size, parts[0].shape[0]
-    buf = torch.cat([p.reshape(n_loc, sp, p.shape[1] // sp) for p in parts], -1).transpose(0, 1)  # (SP, n_loc, sum W_i/SP)
+    blocks = [p.reshape(n_loc, sp, p.shape[1] // sp) for p in parts]  # head block j goes to rank j
+    buf = torch.cat(blocks, -1).transpose(0, 1)  # (SP, n_loc, sum W_i/SP)
     out = all_to_all(buf, group, where).reshape(sp * n_loc, buf.shape[-1])  # chunk i = rank i's tokens: token order
     return list(out.split([p.shape[1] // sp for p in parts], -1))
 

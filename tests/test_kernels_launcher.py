@@ -31,6 +31,6 @@ def test_bad_layout_is_exit_2(capsys):
 
 def test_module_entry_point():
     r = subprocess.run([sys.executable, "-m", "kernels.run", "--strategy", "pp", "--world-size", "2", "--check"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=180)
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "pp_stage" not in r.stdout and "send_recv=" in r.stdout and r.stdout.rstrip().endswith("OK")

@@ -34,7 +34,8 @@ def test_logits_equal_single_device(w, name):
         produced = set().union(*(s["rows"] for s in per_rank))
         assert produced == set(per_rank[0]["seqs"]), f"step {i}: logits of {per_rank[0]['seqs']} missing"
         worst = max(s["max_diff"] for s in per_rank)
-        assert worst <= (TOL_FP64 if suite(w)[name].get("dtype") == "float64" else TOL), f"{name} at world {w}, step {i} ({per_rank[0]['mode']}): |dlogit| {worst:.2e}"
+        tol = TOL_FP64 if suite(w)[name].get("dtype") == "float64" else TOL
+        assert worst <= tol, f"{name} at world {w}, step {i} ({per_rank[0]['mode']}): |dlogit| {worst:.2e}"
 
 
 @pytest.mark.parametrize("w,name", [(2, "shift"), (4, "shift"), (4, "shift_tpsp")])
@@ -62,7 +63,8 @@ def test_sp_pads_steps_smaller_than_sp(w):
     assert min(s[0]["tokens"] for s in steps(w, "sp")) < w  # a step smaller than SP was run
 
 
-@pytest.mark.parametrize("w,name,a2a_kv", [(4, "sp", True), (2, "sp_kv1", False), (4, "sp_kv1", False), (4, "tpsp", False)])
+@pytest.mark.parametrize("w,name,a2a_kv", [(4, "sp", True), (2, "sp_kv1", False), (4, "sp_kv1", False),
+                                            (4, "tpsp", False)])
 def test_sp_replicates_kv_heads_when_sp_exceeds_them(w, name, a2a_kv):
     b = steps(w, name)[0][0]["bytes"]
     assert ("all_gather", "ulysses_kv_replicate") in b and ("all_to_all", "ulysses_q") in b
@@ -109,7 +111,8 @@ def test_sidp_moves_weights_or_activations(w):
 def test_seesaw_reshards_through_the_host_store(w, name):
     spec = make_spec("tiny")
     all_steps = steps(w, name)
-    assert [s[0]["mode"] for s in all_steps][:7] == ["prefill", "decode", "decode", "decode", "decode", "prefill", "decode"]
+    phases = [s[0]["mode"] for s in all_steps][:7]
+    assert phases == ["prefill", "decode", "decode", "decode", "decode", "prefill", "decode"]
     kv_token = spec.num_layers * spec.num_kv_heads * spec.head_dim * 2 * 4  # K and V of one token, fp32
     cached = {}
     for i, per_rank in enumerate(all_steps):
