@@ -24,7 +24,8 @@ class Call:
 
 def padded_tokens(tokens, sp: int) -> np.ndarray:
     """Ulysses pads a step's tokens up to a multiple of SP (SYSTEMS.md: 9 tokens on SP=8 -> 16)."""
-    return np.ceil(np.asarray(tokens, dtype=float) / sp) * sp
+    tokens = np.asarray(tokens, dtype=float)
+    return tokens if sp == 1 else np.ceil(tokens / sp) * sp
 
 
 def layer_calls(spec, layout, tokens, moe_layer: bool, act_bytes: float = 2.0) -> list[Call]:
@@ -53,10 +54,12 @@ def layer_calls(spec, layout, tokens, moe_layer: bool, act_bytes: float = 2.0) -
     if moe_layer and ep > 1:  # dispatch each token's activation to its top-k experts and back
         n_moe = n_loc / tp
         size = n_moe * spec.experts_per_token * d * act_bytes
+        # each rank first tells every other how many rows it sends to each expert (E int64 counts)
+        calls.append(Call("all_to_all", ep, spec.num_experts * 8.0 * np.ones_like(size), 1, "moe_counts"))
         calls.append(Call("all_to_all", ep, size, 1, "moe_dispatch"))
         calls.append(Call("all_to_all", ep, size, 1, "moe_combine"))
-        if tp > 1:  # gather the TP-split MoE tokens back for the next layer
-            calls.append(Call("all_gather", tp, n_loc * d * act_bytes, 1, "moe_tp_gather"))
+        if tp > 1:  # gather the TP-split MoE tokens back (equal shards: padded to a multiple of TP)
+            calls.append(Call("all_gather", tp, padded_tokens(n_loc, tp) * d * act_bytes, 1, "moe_tp_gather"))
     return calls
 
 
