@@ -39,6 +39,25 @@ def _bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size like 64M or 1G") from None
 
 
+def _sweep(text: str) -> dict:
+    import json
+    from pathlib import Path
+
+    try:
+        raw = Path(text).read_text() if not text.lstrip().startswith("{") else text
+        obj = json.loads(raw)
+    except (OSError, json.JSONDecodeError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object or file ({e})") from None
+    if not isinstance(obj, dict):
+        raise argparse.ArgumentTypeError(f"{text!r}: want a JSON object of sweep keys")
+    from .shapes import SWEEPS
+
+    bad = sorted(set(obj) - set(SWEEPS[("cpu", True)]))
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown key {bad[0]!r} (see microbench/shapes.py SWEEPS)")
+    return obj
+
+
 def _suites(text: str) -> tuple[str, ...]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     if "all" in names:
@@ -63,6 +82,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sweep, few repeats (CI; < 3 min on 2 CPU cores)")
     p.add_argument("--model", default=None, help="model for GEMM/attention/pattern shapes (default: tiny on "
                    "CPU, llama-3.1-8b on CUDA; any perfmodel preset or config.json)")
+    p.add_argument("--sweep", type=_sweep, default=None, metavar="JSON",
+                   help="override sweep parameters (microbench/shapes.py SWEEPS keys) with a JSON object or "
+                        "file, e.g. '{\"grid_m\": [1, 64], \"msg\": [1024, 1048576, 4]}'")
     p.add_argument("--tp", type=_ints, default=None, help="TP degrees the model will run (shape generation)")
     p.add_argument("--dtypes", type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()), default=None,
                    help="GEMM dtypes (default: bf16 on CPU; bf16,fp8 quick / bf16,fp16,fp8 full on CUDA)")
@@ -76,8 +98,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-s", type=float, default=300.0, help="collective timeout (a hang becomes an error)")
     p.add_argument("--max-case-gb", type=float, default=4.0, help="memory budget of one case's inputs")
     p.add_argument("--no-isolate", dest="isolate", action="store_false",
-                   help="CPU: do not raise the workers' priority (nice -10 where permitted) nor keep idle CPUs "
-                        "busy with nice-19 spinners during collectives (docs/microbench.md)")
+                   help="CPU: no scheduling measures (workers at nice -10, collectives' timed samples under "
+                        "SCHED_RR, SCHED_IDLE spinners keeping vCPUs awake; where permitted; docs/microbench.md)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     return p
@@ -87,6 +109,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def _spawned(rank: int, world: int, port: int, args) -> None:
@@ -114,33 +142,41 @@ def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)  # bad flags: argparse prints one line and exits 2
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    import torch
-
-    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda but torch sees no CUDA device (use --device cpu)", file=sys.stderr)
-        return 2
-    if args.nproc is None:
-        args.nproc = int(os.environ.get("WORLD_SIZE", 0)) or (torch.cuda.device_count() if args.device == "cuda" else 2)
-    if args.nproc < 1:
+    if args.nproc is not None and args.nproc < 1:
         print(f"error: --nproc {args.nproc} must be >= 1", file=sys.stderr)
         return 2
-    if args.dtypes:
-        from .suites.gemm import TORCH_DTYPES
+    from .shapes import GEMM_DTYPES
 
-        bad = [d for d in args.dtypes if d not in TORCH_DTYPES]
-        if bad:
-            print(f"error: --dtypes {bad[0]!r} unknown: choose from {', '.join(TORCH_DTYPES)}", file=sys.stderr)
-            return 2
-    if args.model:
-        from perfmodel.modelspec import load_model
+    bad = [d for d in args.dtypes or () if d not in GEMM_DTYPES]
+    if bad:
+        print(f"error: --dtypes {bad[0]!r} unknown: choose from {', '.join(GEMM_DTYPES)}", file=sys.stderr)
+        return 2
+    try:  # names that the workers would otherwise trip over
+        if args.model:
+            from perfmodel.modelspec import load_model
 
-        try:
             load_model(args.model)
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
+        if args.hardware:
+            from perfmodel.hardware import load_hardware
+
+            load_hardware(args.hardware)
+        if args.profile:
+            from perfmodel.calibration.profile import load_profile
+
+            load_profile(args.profile)
+    except ValueError as e:
+        print(f"error: {e}".splitlines()[0], file=sys.stderr)
+        return 2
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if args.device != "cpu":  # CPU runs never need torch in this (launcher) process
+        import torch
+
+        args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if args.device == "cuda" and not torch.cuda.is_available():
+            print("error: --device cuda but torch sees no CUDA device (use --device cpu)", file=sys.stderr)
             return 2
+    if args.nproc is None:
+        args.nproc = int(os.environ.get("WORLD_SIZE", 0)) or (_gpus() if args.device == "cuda" else 2)
     t0 = time.perf_counter()
     try:
         if torchrun:
@@ -152,16 +188,37 @@ def main(argv=None) -> int:
         elif args.nproc == 1:
             _spawned(0, 1, _free_port(), args)
         else:
-            import torch.multiprocessing as mp
+            import multiprocessing as mp  # torch.multiprocessing's spawn without importing torch here
 
-            mp.start_processes(_spawned, args=(args.nproc, _free_port(), args), nprocs=args.nproc,
-                               start_method="spawn", join=True)
+            _start(mp, args)
     except Exception as e:  # noqa: BLE001 - a worker died (its traceback was printed by the worker)
-        print(f"error: microbench worker failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}",
-              file=sys.stderr)
+        print(f"error: microbench worker failed: {e}", file=sys.stderr)
         return 1
     print(_summary(args, time.perf_counter() - t0))
     return 0
+
+
+def _start(mp, args) -> None:
+    """Spawn args.nproc workers on this machine (fresh interpreters) and wait; when one fails the
+    others are stopped (they would wait for it until the collective timeout) and this raises."""
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs = [ctx.Process(target=_spawned, args=(r, args.nproc, port, args)) for r in range(args.nproc)]
+    for p in procs:
+        p.start()
+    alive = list(procs)
+    while alive:
+        wait([p.sentinel for p in alive])
+        failed = [p for p in alive if p.exitcode not in (None, 0)]
+        if failed:
+            for p in alive:
+                p.terminate()
+            for p in procs:
+                p.join()
+            raise RuntimeError(f"rank {procs.index(failed[0])} exited with code {failed[0].exitcode}")
+        alive = [p for p in alive if p.exitcode is None]
 
 
 if __name__ == "__main__":

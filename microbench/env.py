@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 # CUDA device name fragments -> hardware preset (perfmodel/hardware/*.toml); first match wins.
-PRESETS = (("H200", "h200_sxm"), ("H100 PCIe", None), ("H100 NVL", None), ("H100", "h100_sxm"),
+PRESETS = (("GH200", None), ("H200", "h200_sxm"), ("H100 PCIe", None), ("H100 NVL", None), ("H100", "h100_sxm"),
            ("H20", "h20"), ("B200", "b200"), ("A100-SXM4-40GB", "a100_40gb"), ("A100-SXM4-80GB", "a100_80gb"),
-           ("A100 80GB PCIe", "a100_pcie_80gb"), ("A100-PCIE-80GB", "a100_pcie_80gb"), ("A10G", None),
+           ("A100 80GB PCIe", "a100_pcie_80gb"), ("A100-PCIE-80GB", "a100_pcie_80gb"), ("A100", None), ("A10G", None),
            ("A10", "a10"), ("L40", None), ("L4", "l4"))
 TOPOLOGY = {0: "same board", 10: "single PCIe switch", 20: "multiple PCIe switches", 30: "PCIe host bridge",
             40: "same NUMA node", 50: "across NUMA nodes (SMP interconnect)"}
@@ -137,6 +137,7 @@ def start_sampler(interval_s: float = 0.5):
                "temperature_c": lambda h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
                "util_pct": lambda h: nv.nvmlDeviceGetUtilizationRates(h).gpu}
     samples = {i: {k: [] for k in metrics} for i in range(len(hs))}
+    reasons = {i: set() for i in range(len(hs))}  # clock event (throttle) reason bitmasks seen
     stop = threading.Event()
 
     def loop():
@@ -146,6 +147,9 @@ def start_sampler(interval_s: float = 0.5):
                     v = _try(f, h)
                     if v is not None:
                         samples[i][k].append(float(v))
+                r = _try(getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", lambda h: None), h)
+                if r is not None:
+                    reasons[i].add(int(r))
             stop.wait(interval_s)
 
     th = threading.Thread(target=loop, name="nvml-sampler", daemon=True)
@@ -154,8 +158,9 @@ def start_sampler(interval_s: float = 0.5):
     def finish() -> dict:
         stop.set()
         th.join(timeout=5)
-        return {i: {k: {"min": min(v), "median": float(np.median(v)), "max": max(v), "samples": len(v)}
-                    for k, v in m.items() if v} for i, m in samples.items()}
+        return {i: {**{k: {"min": min(v), "median": float(np.median(v)), "max": max(v), "samples": len(v)}
+                       for k, v in m.items() if v}, "clock_event_reasons": sorted(reasons[i])}
+                for i, m in samples.items()}
     return finish
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+import socket
 import sys
 
 import torch
@@ -96,7 +97,7 @@ def _threads(args, device) -> int:
 def build_ctx(args, rank: int, world: int, device, backend) -> Ctx:
     from perfmodel.modelspec import load_model
 
-    sw = sweep(device.type, args.quick)
+    sw = sweep(device.type, args.quick, args.sweep)
     spec = load_model(args.model or sw["model"])
     name = env.device_name(device)
     preset = args.hardware or env.hardware_preset(device, name)
@@ -163,6 +164,7 @@ def run_cases(ctx, suites, skip: set) -> int:
                     ctx.wait_for_rank0()  # the others waited here while rank 0 timed single-device ops
                 if unspin:
                     unspin = unspin()
+                ctx.pool.clear()  # the previous suite's rotating inputs (GPU memory)
                 if name == "collectives" and ctx.device.type == "cpu" and ctx.args.isolate:
                     unspin = _isolate(ctx)
                 current = name
@@ -191,7 +193,7 @@ def run_cases(ctx, suites, skip: set) -> int:
 
 
 def _isolate(ctx):
-    """CPU collectives: nice-19-or-lower spinners on every CPU (local rank 0); returns the undo."""
+    """CPU collectives: SCHED_IDLE spinners on every CPU (started by local rank 0); returns the undo."""
     return env.start_spinners(os.cpu_count() or 1) if _local_rank(ctx.rank) == 0 else (lambda: None)
 
 
@@ -228,7 +230,7 @@ def worker(rank: int, world: int, port: int | None, args) -> None:
                     os.remove(p)
         ctx.barrier()
         errors = run_cases(ctx, args.suites, skip)
-        telemetry = ctx.gather({"rank": rank, "host": record and record["hostname"], "nvml": stop()})
+        telemetry = ctx.gather({"rank": rank, "host": socket.gethostname(), "nvml": stop()})
         if rank == 0:
             record.update(finished=env.now(), suites=list(args.suites), quick=bool(args.quick),
                           model=ctx.spec.name, hardware_preset=ctx.hw.name if ctx.hw else None,

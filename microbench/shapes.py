@@ -5,6 +5,8 @@ GEMM convention (docs/measurements.md): C[m,n] = A[m,k] @ W[k,n], m = tokens.
 """
 from __future__ import annotations
 
+GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8")  # what the gemm suite can run (--dtypes)
+
 # Sweep parameters per (device type, quick). Sizes in bytes; GEMM axes are full factorial grids
 # (perfmodel calibrate interpolates an efficiency grid, so every n is measured at every m and k).
 SWEEPS = {
@@ -14,7 +16,7 @@ SWEEPS = {
         max_gemm_flops=4e10, dtypes=("bf16",),
         prefill=((1, 128), (1, 256), (2, 256), (1, 512), (4, 256), (1, 1024)),
         decode=((1, 512), (1, 2048), (8, 256), (8, 1024), (32, 512), (32, 2048)),
-        msg=(1 << 10, 32 << 20, 2), copy=(4 << 10, 64 << 20, 4),
+        msg=(1 << 10, 64 << 20, 2), copy=(4 << 10, 64 << 20, 2),
         ulysses_tokens=(256, 1024, 4096), cas_tokens=(1, 16, 256),
         warmup=2, repeats=9, min_sample_s=2e-3, coll_min_sample_s=0.0, coll_budget_s=0.25, coll_max_repeats=60,
         attempts=3, max_spread=1.5, coll_max_spread=2.5),
@@ -22,8 +24,8 @@ SWEEPS = {
         model="tiny", tp=(1, 2), model_m=(1, 4, 16, 64, 256, 1024, 4096),
         grid_m=(1, 4, 16, 64, 256, 1024, 4096), grid_n=(256, 512, 1024, 2048, 4096, 8192),
         grid_k=(256, 1024, 4096, 8192), max_gemm_flops=2e11, dtypes=("bf16", "fp32"),
-        prefill=((b, s) for b in (1, 4) for s in (128, 256, 512, 1024, 2048)),
-        decode=((b, kv) for b in (1, 8, 32) for kv in (256, 1024, 4096)),
+        prefill=tuple((b, s) for b in (1, 4) for s in (128, 256, 512, 1024, 2048)),
+        decode=tuple((b, kv) for b in (1, 8, 32) for kv in (256, 1024, 4096)),
         msg=(1 << 10, 256 << 20, 2), copy=(4 << 10, 256 << 20, 2),
         ulysses_tokens=(256, 1024, 4096, 16384), cas_tokens=(1, 4, 16, 64, 256),
         warmup=3, repeats=25, min_sample_s=5e-3, coll_min_sample_s=0.0, coll_budget_s=1.0, coll_max_repeats=200,
@@ -34,7 +36,7 @@ SWEEPS = {
         max_gemm_flops=3e13, dtypes=("bf16", "fp8"),
         prefill=((1, 1024), (1, 4096), (4, 2048), (1, 16384)),
         decode=((1, 4096), (16, 4096), (64, 2048), (128, 8192)),
-        msg=(1 << 10, 1 << 30, 4), copy=(4 << 10, 1 << 30, 4),
+        msg=(1 << 10, 1 << 30, 4), copy=(1 << 10, 1 << 30, 4),
         ulysses_tokens=(1024, 8192, 32768), cas_tokens=(1, 16, 256),
         warmup=5, repeats=20, min_sample_s=1e-3, coll_min_sample_s=1e-3, coll_budget_s=0.2, coll_max_repeats=100,
         attempts=2, max_spread=1.3, coll_max_spread=2.0),
@@ -42,8 +44,8 @@ SWEEPS = {
         model="llama-3.1-8b", tp=(1, 2, 4, 8), model_m=tuple(2 ** i for i in range(15)),
         grid_m=tuple(2 ** i for i in range(0, 15)), grid_n=tuple(2 ** i for i in range(8, 16)),
         grid_k=tuple(2 ** i for i in range(8, 16)), max_gemm_flops=5e14, dtypes=("bf16", "fp16", "fp8"),
-        prefill=((b, s) for b in (1, 2, 4, 8) for s in (512, 1024, 2048, 4096, 8192, 16384, 32768)),
-        decode=((b, kv) for b in (1, 4, 16, 64, 256) for kv in (512, 2048, 8192, 32768, 131072)),
+        prefill=tuple((b, s) for b in (1, 2, 4, 8) for s in (512, 1024, 2048, 4096, 8192, 16384, 32768)),
+        decode=tuple((b, kv) for b in (1, 4, 16, 64, 256) for kv in (512, 2048, 8192, 32768, 131072)),
         msg=(1 << 10, 1 << 30, 2), copy=(4 << 10, 1 << 30, 2),
         ulysses_tokens=(1024, 4096, 16384, 65536), cas_tokens=(1, 4, 16, 64, 256, 1024),
         warmup=10, repeats=50, min_sample_s=1e-3, coll_min_sample_s=1e-3, coll_budget_s=0.5, coll_max_repeats=200,
@@ -51,10 +53,22 @@ SWEEPS = {
 }
 
 
-def sweep(device_type: str, quick: bool) -> dict:
-    """The sweep parameters for a device type ('cpu' / 'cuda') and mode, generators materialised."""
-    s = SWEEPS[(device_type, bool(quick))]
-    return {k: tuple(v) if not isinstance(v, (str, float, int)) else v for k, v in s.items()}
+def _freeze(v):
+    """Lists (from JSON) become tuples, recursively; scalars stay."""
+    if isinstance(v, (str, float, int)):
+        return v
+    return tuple(_freeze(x) for x in v)
+
+
+def sweep(device_type: str, quick: bool, overrides: dict | None = None) -> dict:
+    """The sweep parameters for a device type ('cpu' / 'cuda') and mode, with `overrides` (the
+    --sweep JSON) applied; an unknown key raises ValueError naming the known ones."""
+    s = {k: _freeze(v) for k, v in SWEEPS[(device_type, bool(quick))].items()}
+    bad = sorted(set(overrides or {}) - set(s))
+    if bad:
+        raise ValueError(f"unknown sweep key {bad[0]!r}: known keys are {', '.join(sorted(s))}")
+    s.update({k: _freeze(v) for k, v in (overrides or {}).items()})
+    return s
 
 
 def geometric(lo: int, hi: int, factor: int = 2) -> list[int]:

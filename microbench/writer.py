@@ -99,8 +99,16 @@ def write_env(path, record: dict, resume: bool) -> None:
     p.write_text(json.dumps({"runs": runs}, indent=1, default=str))
 
 
+class CaseError(RuntimeError):
+    """A case's failure already worded for its error row (e.g. gathered from another rank)."""
+
+
 def error_text(e: BaseException) -> str:
     """One line: the exception type and the first line of its message (OOM, timeout, unsupported)."""
+    if isinstance(e, CaseError):
+        return str(e)[:300]
     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    kind = "OOM" if isinstance(e, MemoryError) or "out of memory" in msg.lower() else type(e).__name__
+    low = msg.lower()
+    oom = isinstance(e, MemoryError) or "out of memory" in low or "can't allocate memory" in low
+    kind = "OOM" if oom else type(e).__name__
     return f"{kind}: {msg}"[:300]

@@ -118,6 +118,11 @@ def _write(out_dir: Path, summ, req, steps, window_s) -> None:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["sweep"]:  # `simulate sweep --grid GRID.toml --out results.parquet ...`
+        from .sweep import sweep_main
+
+        return sweep_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         workload = workload_from_args(args)

@@ -6,6 +6,7 @@ by that step boundary (the one same-time rule; tests/test_sim_ordering.py pins i
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import numpy as np
 import simpy
@@ -61,16 +62,19 @@ class SimResult:
     duration_s: float
 
 
+_LOAD = {"least-tokens": operator.attrgetter("outstanding_tokens"),
+         "shortest-queue": operator.attrgetter("outstanding_requests")}
+
+
 def _route(engines, router: str, rr_state: list):
     """Pick an engine among those whose KV can hold the request (state changes only at
-    arrivals and completions, so fast-forward and step-by-step route identically)."""
+    arrivals and completions, so fast-forward and step-by-step route identically). Ties go to
+    the lowest index (min keeps the first of equal keys; engines are in index order)."""
     if router == "round-robin":
         e = engines[rr_state[0] % len(engines)]
         rr_state[0] += 1
         return e
-    if router == "least-tokens":
-        return min(engines, key=lambda e: (e.outstanding_tokens, e.index))
-    return min(engines, key=lambda e: (e.outstanding_requests, e.index))
+    return min(engines, key=_LOAD[router])
 
 
 def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> SimResult:
@@ -111,9 +115,15 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
     rr = [0]
 
     def admit(pos, at_boundary=True):
-        fit = [e for e in engines if e.fits(pos)]
+        e = None
+        if cfg.router != "round-robin":  # the least loaded of all, if it fits, is that of those that fit
+            e = _route(engines, cfg.router, rr)
+            fit = [e] if e.fits(pos) else [x for x in engines if x.fits(pos)]
+            e = e if fit and fit[0] is e else None
+        else:
+            fit = [x for x in engines if x.fits(pos)]
         if not fit:
-            need = int(recs.input_tokens[pos] + recs.output_tokens[pos])
+            need = recs.total_tokens[pos]
             cap = max(e.capacity_tokens for e in engines)
             # one reason per cause (summary.json counts them), the request's own size is in its row
             if need <= cap:  # fits the KV but not the step budget: chunked prefill is off
@@ -124,7 +134,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
             if progress is not None:
                 progress(1)
             return False
-        e = _route(fit, cfg.router, rr)
+        e = e if e is not None else _route(fit, cfg.router, rr)
         if cfg.engine.max_waiting and len(e.waiting) >= cfg.engine.max_waiting:
             recs.reject_reason[pos] = f"admission cap: {cfg.engine.max_waiting} requests already waiting"
             recs.issued_s[pos] = env.now

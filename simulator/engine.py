@@ -50,7 +50,12 @@ class Engine:
         self._decoding = True  # every running request is past its prefill (kept by _apply/_schedule)
         self._fast = False  # this step's running part took _schedule's all-decoding fast path
         self._adm_tok: list = []  # tokens granted to the requests admitted this step
+        self._adm_whole = True  # each of them got its whole prompt (+ tokens to recompute)
         self._k_done = 0  # all-decode steps until the first completion
+        self._ones = np.ones(0, dtype=np.int64)  # granted tokens of an all-decoding batch
+        # of the batch object `_known` (any other object, e.g. one a policy swapped in: recompute):
+        self._known, self._sum_computed = None, 0  # sum of computed tokens, and _k_done
+        self._adm_cols: list = []  # (idx, prompt, output, computed, generated, blocks) of those admitted
         self.proc = env.process(self._loop())
 
     # ---- arrivals -------------------------------------------------------------------------
@@ -60,7 +65,7 @@ class Engine:
         (URGENT events); False for a closed-loop issue triggered by a completion, which runs after
         every step end of this instant was scheduled, so step-by-step those steps never see it."""
         r = self.recs
-        self.outstanding_tokens += int(r.input_tokens[pos] + r.output_tokens[pos])
+        self.outstanding_tokens += r.total_tokens[pos]
         self.outstanding_requests += 1
         r.issued_s[pos] = self.env.now
         r.engine[pos] = self.index
@@ -78,7 +83,7 @@ class Engine:
 
     def fits(self, pos: int) -> bool:
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
-        return int(self.recs.input_tokens[pos] + self.recs.output_tokens[pos]) <= self.max_request_tokens
+        return self.recs.total_tokens[pos] <= self.max_request_tokens
 
     # ---- scheduling -----------------------------------------------------------------------
     def _preempt_last(self) -> None:
@@ -93,17 +98,18 @@ class Engine:
     def _schedule(self):
         """Granted tokens per running request, then per request admitted from the waiting queue."""
         self._preempted = self._admitted = self._fast = False
-        self._adm_tok = []
+        self._adm_tok, self._adm_cols = [], []
         run, n = self.run, len(self.run)
         free = self.num_blocks - self.used_blocks
         if self._decoding and n <= self.budget and n <= free:
             # the common case: every running request decodes one token, each takes at most one new
             # block, so nothing is preempted (same decisions as below, a few numpy calls fewer)
             self._fast = True
-            granted = np.ones(n, dtype=np.int64)
+            granted = self._ones if len(self._ones) == n else np.ones(n, dtype=np.int64)
+            self._ones = granted  # (read-only: _admit concatenates, _apply only reads it)
             if not self.waiting:
                 return granted
-            need = int(np.count_nonzero(run.computed % self.bs == 0)) if n else 0  # entering a new block
+            need = int(np.count_nonzero(run.a[3] % self.bs == 0)) if n else 0  # entering a new block
             return self._admit(granted, self.budget - n, free - need)
         while True:
             wants = self.run.wants()
@@ -120,27 +126,27 @@ class Engine:
 
     def _admit(self, granted, left: int, free: int):
         """Admit waiting requests (FCFS or by priority) into the `left` tokens and `free` blocks."""
-        adm_pos, adm_tok = [], self._adm_tok
-        r = self.recs
-        while self.waiting and left > 0 and len(self.run) + len(adm_pos) < self.max_seqs:
+        cols, adm_tok = self._adm_cols, self._adm_tok  # cols: (idx, prompt, output, computed, generated, blocks)
+        r, whole = self.recs, True
+        while self.waiting and left > 0 and len(self.run) + len(cols) < self.max_seqs:
             pos = self._peek_waiting()
-            target = int(r.input_tokens[pos] + r.generated[pos])
+            prompt, gen = int(r.input_tokens[pos]), int(r.generated[pos])
+            target = prompt + gen  # a preempted request recomputes its generated tokens too
             n_new = min(target, left) if self.cfg.enable_chunked_prefill else target
             if n_new > left or -(-n_new // self.bs) > free:
                 break
             self._pop_waiting(pos)
-            adm_pos.append(pos)
+            whole = whole and n_new == target
+            cols.append((pos, prompt, int(r.output_tokens[pos]), 0, gen, 0))
             adm_tok.append(n_new)
             left -= n_new
             free -= -(-n_new // self.bs)
-        self._admitted = bool(adm_pos)
-        if adm_pos:
-            p = np.asarray(adm_pos, dtype=np.int64)
-            self.run = self.run.extend(p, r.input_tokens[p], r.output_tokens[p], np.zeros(len(p)),
-                                       r.generated[p], np.zeros(len(p)))
-            granted = np.concatenate([granted, np.asarray(adm_tok, dtype=np.int64)])
-            new = p[np.isnan(r.scheduled_s[p])]
-            r.scheduled_s[new] = self.env.now
+            if r.scheduled_s[pos] != r.scheduled_s[pos]:  # NaN: first time it runs
+                r.scheduled_s[pos] = self.env.now
+        self._admitted, self._adm_whole = bool(cols), whole
+        if cols:
+            self.run = self.run.extend(np.array(cols, dtype=np.int64).T)
+            granted = np.concatenate((granted, np.array(adm_tok, dtype=np.int64)))
             self._decoding = False
         return granted
 
@@ -155,6 +161,14 @@ class Engine:
         else:
             self.waiting.remove(pos)
 
+    def _computed_sum(self) -> int:
+        """Sum of the running requests' computed tokens (kept across all-decode stretches)."""
+        if self.run is not self._known:
+            a = self.run.a
+            self._known, self._sum_computed = self.run, int(np.add.reduce(a[3]))
+            self._k_done = int(np.minimum.reduce(a[2] - a[4])) if len(self.run) else 0  # output - generated
+        return self._sum_computed
+
     def _stretch_steps(self, granted, agg) -> int:
         """Decode steps that can run in closed form from here (1: take a single step). Only when
         this step decodes every running request and neither admitted nor preempted anything:
@@ -163,7 +177,8 @@ class Engine:
         most ceil(k / block_size) new blocks in k steps)."""
         if not self._all_decode:
             return 1
-        self._k_done = int((self.run.output - self.run.generated).min())
+        if self.run is not self._known:
+            self._computed_sum()  # sets _k_done: all-decode steps until the first completion
         if not self.cfg.fast_forward or self._preempted:
             return 1
         k_kv = ((self.num_blocks - self.used_blocks) // len(self.run)) * self.bs
@@ -194,7 +209,7 @@ class Engine:
             if self._fast:  # running requests decode, admitted ones (computed 0) prefill a chunk
                 adm = self._adm_tok
                 dn = n - len(adm)
-                dkv = float(self.run.computed.sum() + dn) if dn else 0.0  # admitted hold no KV yet
+                dkv = float(self._computed_sum() + dn) if dn else 0.0  # admitted hold no KV yet
                 pt = sum(adm)
                 agg = (pt, len(adm), float(sum(g * (g + 1) // 2 for g in adm)), float(pt), dn, dkv)
                 self._all_decode = not adm
@@ -256,38 +271,61 @@ class Engine:
 
     def _apply(self, granted, k: int, all_decode: bool) -> None:
         """State after the step (k = 1) or the k-step decode stretch that just ended."""
-        run, now, r = self.run, self.env.now, self.recs
+        run, now, r, bs = self.run, self.env.now, self.recs, self.bs
+        a = run.a  # rows: idx, prompt, output, computed, generated, blocks
         if all_decode:  # every request computed and sampled k tokens; none is new
-            run.computed = run.computed + k
-            new_blocks = (run.computed + (self.bs - 1)) // self.bs  # blocks_for, in two numpy calls
-            self.used_blocks += int(new_blocks.sum()) - int(run.blocks.sum())
-            run.blocks = new_blocks
-            run.generated = run.generated + k
+            a[3:5] += k
+            np.floor_divide(a[3] + (bs - 1), bs, out=a[5])  # blocks_for(computed)
+            self.used_blocks = int(np.add.reduce(a[5]))  # only running requests hold blocks
             if k < self._k_done:  # no completion inside or at the end of this stretch
+                if run is self._known:
+                    self._sum_computed += k * len(run)
+                    self._k_done -= k
                 return
-            done = run.generated >= run.output
+            done = a[4] >= a[2]
+        elif self._fast:  # decoders (first dn) decoded one token; admitted requests ran a prefill chunk
+            self._known = None
+            dn = len(run) - len(self._adm_tok)
+            a[3:5, :dn] += 1
+            done = a[4] >= a[2] if dn else np.zeros(len(run), dtype=bool)
+            for j, (g, (pos, prompt, out, _, gen, _)) in enumerate(zip(self._adm_tok, self._adm_cols)):
+                a[3, dn + j] = g
+                if g == prompt + gen:  # its prompt (and recompute) is done: it samples, unless output 0
+                    if out > 0:
+                        a[4, dn + j] = gen + 1
+                        if gen == 0:
+                            r.first_token_s[pos] = now
+                    done[dn + j] = gen + (out > 0) >= out
+                else:
+                    done[dn + j] = False
+            np.floor_divide(a[3] + (bs - 1), bs, out=a[5])
+            self.used_blocks = int(np.add.reduce(a[5]))
         else:
-            run.computed = run.computed + granted
-            new_blocks = blocks_for(run.computed, self.bs)
-            self.used_blocks += int((new_blocks - run.blocks).sum())
-            run.blocks = new_blocks
-            full = (granted > 0) & (run.computed == run.prompt + run.generated)
-            samples = full & (run.output > 0)
-            first = samples & (run.generated == 0)
+            self._known = None
+            held = int(np.add.reduce(a[5]))
+            a[3] += granted
+            np.floor_divide(a[3] + (bs - 1), bs, out=a[5])
+            self.used_blocks += int(np.add.reduce(a[5])) - held
+            full = (granted > 0) & (a[3] == a[1] + a[4])  # the prompt (and recompute) is done: it samples
+            samples = full & (a[2] > 0)
+            first = samples & (a[4] == 0)
             if first.any():
-                r.first_token_s[run.idx[first]] = now
-            run.generated = run.generated + samples
-            done = full & (run.generated >= run.output)
-        pos = run.idx[done] if done.any() else None
+                r.first_token_s[a[0][first]] = now
+            a[4] += samples
+            done = full & (a[4] >= a[2])
+        at = np.flatnonzero(done)
+        pos = a[0, at].tolist() if len(at) else None
         if pos is not None:
             r.finish_s[pos] = now
-            r.generated[pos] = run.generated[done]
-            self.used_blocks -= int(run.blocks[done].sum())
-            self.outstanding_tokens -= int((r.input_tokens[pos] + r.output_tokens[pos]).sum())
+            r.generated[pos] = a[4, at]
+            self.used_blocks -= int(np.add.reduce(a[5, at]))
+            self.outstanding_tokens -= sum([r.total_tokens[p] for p in pos])
             self.outstanding_requests -= len(pos)
             self.run = run = run.keep(~done)
-        if not all_decode:  # still all decoding after an all-decode step; else look
-            self._decoding = bool((run.generated > 0).all() and (run.wants() == 1).all())
+        if not all_decode:  # (after an all-decode step the rest still decode)
+            # fast path: the decoders still decode, admitted requests do if their prompt was whole
+            self._decoding = self._adm_whole if self._fast else \
+                bool((run.generated > 0).all() and (run.wants() == 1).all())
         if pos is not None:
-            for p in pos.tolist():
+            for p in pos:
                 self.on_finish(p)

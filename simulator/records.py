@@ -21,6 +21,7 @@ class RequestRecords:
         self.arrival_s = df["arrival_s"].to_numpy(dtype=float)
         self.input_tokens = df["input_tokens"].to_numpy(dtype=np.int64)
         self.output_tokens = df["output_tokens"].to_numpy(dtype=np.int64)
+        self.total_tokens = (self.input_tokens + self.output_tokens).tolist()  # Python ints: per-request hot path
         self.priority = df["priority"].to_numpy(dtype=np.int64)
         self.issued_s = np.full(n, np.nan)  # when it reached an engine (closed loop: may be later)
         self.scheduled_s = np.full(n, np.nan)  # first step that ran it
@@ -56,11 +57,12 @@ class RequestRecords:
 
 
 class StepRecords:
-    """Append-only columns (array('d')): one row per engine step, or per fast-forwarded stretch
-    of `steps` identical-shape decode steps (then the token columns are those of its first step)."""
+    """Append-only rows in one array('d'), row-major (a row is one call, 8 bytes a value): one row
+    per engine step, or per fast-forwarded stretch of `steps` identical-shape decode steps (then the
+    token columns are those of its first step)."""
 
     def __init__(self):
-        self.cols = {c: array.array("d") for c in STEP_COLUMNS}
+        self._rows = array.array("d")
         self.modes: list[str] = []  # mode names, indexed by the float code in column "mode"
         self._mode_code: dict = {}
 
@@ -71,15 +73,18 @@ class StepRecords:
         return self._mode_code[name]
 
     def append(self, *values) -> None:
-        for col, v in zip(self.cols.values(), values):
-            col.append(v)
+        """One row: the STEP_COLUMNS values in order."""
+        if len(values) != len(STEP_COLUMNS):
+            raise ValueError(f"a step row has {len(STEP_COLUMNS)} values ({', '.join(STEP_COLUMNS)}), got {len(values)}")
+        self._rows.extend(values)
 
     def __len__(self) -> int:
-        return len(self.cols["start_s"])
+        return len(self._rows) // len(STEP_COLUMNS)
 
     def frame(self) -> pd.DataFrame:
-        df = pd.DataFrame({c: np.frombuffer(a, dtype=float) if len(a) else np.zeros(0)
-                           for c, a in self.cols.items()})
+        rows = np.frombuffer(self._rows, dtype=float).reshape(-1, len(STEP_COLUMNS)) if len(self._rows) \
+            else np.zeros((0, len(STEP_COLUMNS)))
+        df = pd.DataFrame({c: rows[:, i].copy() for i, c in enumerate(STEP_COLUMNS)})
         df["engine"] = df["engine"].astype(np.int64)
         df["steps"] = df["steps"].astype(np.int64)
         df["mode"] = pd.Categorical.from_codes(df["mode"].astype(int), categories=self.modes) \

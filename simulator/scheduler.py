@@ -8,41 +8,54 @@ allocated for every scheduled token; when they run out the last running request 
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 
-@dataclasses.dataclass
-class Batch:
-    """The running batch: parallel arrays, one entry per running request (running order)."""
+def _row(i: int, doc: str) -> property:
+    """Field i of every running request: a view of row i (assigning writes the row in place)."""
+    return property(lambda self: self.a[i], lambda self, v: self.a.__setitem__(i, v), doc=doc)
 
-    idx: np.ndarray  # request positions in the workload
-    prompt: np.ndarray  # input tokens
-    output: np.ndarray  # output tokens to generate (0: prefill only)
-    computed: np.ndarray  # tokens whose KV is cached
-    generated: np.ndarray  # output tokens sampled so far
-    blocks: np.ndarray  # KV blocks held
+
+class Batch:
+    """The running batch: one (6, n) int64 array, a row per field and a column per running request
+    (running order). Keeping, extending or advancing every request is then one numpy call, and
+    for the batches seen in practice numpy's per-call cost, not n, is what a step costs."""
+
+    __slots__ = ("a",)
+    IDX, PROMPT, OUTPUT, COMPUTED, GENERATED, BLOCKS = range(6)
+    idx = _row(0, "request positions in the workload")
+    prompt = _row(1, "input tokens")
+    output = _row(2, "output tokens to generate (0: prefill only)")
+    computed = _row(3, "tokens whose KV is cached")
+    generated = _row(4, "output tokens sampled so far")
+    blocks = _row(5, "KV blocks held")
+
+    def __init__(self, a: np.ndarray):
+        self.a = a
 
     @classmethod
     def empty(cls) -> "Batch":
-        z = np.zeros(0, dtype=np.int64)
-        return cls(z, z, z, z, z, z)
+        return cls(np.zeros((6, 0), dtype=np.int64))
 
     def __len__(self) -> int:
-        return len(self.idx)
+        return self.a.shape[1]
+
+    def __repr__(self) -> str:
+        names = ("idx", "prompt", "output", "computed", "generated", "blocks")
+        return "Batch(" + ", ".join(f"{k}={self.a[i].tolist()}" for i, k in enumerate(names)) + ")"
 
     def wants(self) -> np.ndarray:
         """Tokens each request needs computed before it can sample: 1 while decoding."""
-        return self.prompt + self.generated - self.computed
+        a = self.a
+        return a[1] + a[4] - a[3]
 
     def keep(self, mask) -> "Batch":
-        return Batch(*(getattr(self, f.name)[mask] for f in dataclasses.fields(self)))
+        """The requests selected by `mask` (boolean, indices or slice)."""
+        return Batch(self.a[:, mask])
 
-    def extend(self, idx, prompt, output, computed, generated, blocks) -> "Batch":
-        cat = lambda a, b: np.concatenate([a, np.asarray(b, dtype=np.int64)])  # noqa: E731
-        return Batch(cat(self.idx, idx), cat(self.prompt, prompt), cat(self.output, output),
-                     cat(self.computed, computed), cat(self.generated, generated), cat(self.blocks, blocks))
+    def extend(self, cols) -> "Batch":
+        """This batch followed by new requests: `cols` is (6, m), one column per request."""
+        return Batch(np.concatenate((self.a, np.asarray(cols, dtype=np.int64).reshape(6, -1)), axis=1))
 
 
 def grant_in_order(wants: np.ndarray, budget: int) -> np.ndarray:

@@ -76,6 +76,21 @@ def test_max_concurrency_1_is_one_request_at_a_time():
         assert r["tpot_ms"] == pytest.approx(1e3 * tpot_s(dep, spec, hw, i, o), rel=1e-6)
 
 
+@pytest.mark.parametrize("limit", [0, 3])
+def test_requests_are_issued_at_their_exact_arrival_time(limit):
+    """Regression: the arrival process slept (arrival - now) from its last wake-up, and simpy's
+    now + (arrival - now) can land an ulp early: at 0.033121 s, 0.22 - now lands on
+    0.21999999999999997, so a request was issued (and served) before it arrived."""
+    arrival = [0.0, 0.0, 0.0, 0.02, 0.22, 0.22]
+    for ff in (True, False):
+        f = run(workload(arrival, [1] * 6, [0, 7, 7, 2, 0, 0]), max_concurrency=limit,
+                engine=dict(block_size=1, enable_chunked_prefill=False, fast_forward=ff)).requests.frame()
+        assert (f["issued_s"] >= f["arrival_s"]).all()
+        assert f["issued_s"].iloc[4] == 0.22
+    f = run(workload([0.0, 0.033121, 0.22], [10] * 3, [5] * 3)).requests.frame()
+    assert f["issued_s"].tolist() == [0.0, 0.033121, 0.22]
+
+
 def test_closed_loop_rejections_do_not_take_a_slot():
     w = workload(np.zeros(6), [100, 9000, 100, 9000, 100, 100], [10] * 6)
     f = run(w, util=0.14, max_concurrency=2).requests.frame()  # 4.7k tokens of KV

@@ -33,8 +33,11 @@ def cases(ctx) -> list[dict]:
     if ctx.device.type == "cuda" and _flash_attn() is not None:
         backends.append("flash_attn")
     graph = int(bool(ctx.args.cuda_graph and ctx.device.type == "cuda"))
+    fits = [c for c in shapes if 2 * (c["batch"] * c["head_dim"] * (c["num_heads"] * c["seq_len"]
+                                                                     + 2 * c["num_kv_heads"] * c["kv_len"]))
+            <= ctx.max_bytes]  # q, k, v in bf16 within the case budget (--max-case-gb)
     return [dict(c, dtype="bf16", group_size=1, device_count=1, backend=b, cuda_graph=graph)
-            for b in backends for c in shapes]
+            for b in backends for c in fits]
 
 
 def pairs(case) -> float:
@@ -64,8 +67,9 @@ def check_index(h: int, hkv: int, s: int):
 def reference(q, k, v, causal: bool, heads, rows):
     """float64 attention of sequence 0 for `heads` x `rows` (K/V head = head // group), on the CPU."""
     g, seq = q.shape[1] // k.shape[1], q.shape[2]
-    q = q[0].double().cpu()[heads][:, rows]  # (h', r, D)
-    k, v = (t[0].double().cpu()[heads // g] for t in (k, v))  # (h', L, D)
+    dev = q.device
+    q = q[0][heads.to(dev)][:, rows.to(dev)].cpu().double()  # (h', r, D): select on device, then upcast
+    k, v = (t[0][(heads // g).to(dev)].cpu().double() for t in (k, v))  # (h', L, D)
     sc = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (h', r, L)
     if causal:  # query i sits at position L - S + i and sees keys 0 .. L - S + i
         kv = k.shape[1]
@@ -97,7 +101,7 @@ def run(ctx, case) -> dict:
                              seed=ctx.args.seed)
     q, k, v = sets[0]
     heads, rows = check_index(h, hkv, s)
-    out = op(q, k, v)[0][heads][:, rows].cpu()
+    out = op(q, k, v)[0][heads.to(q.device)][:, rows.to(q.device)].cpu()
     timing.check(timing.rel_err(out, reference(q, k, v, causal, heads, rows)), TOL,
                  f"{case['op']} b={b} s={s} kv={kv} h={h}/{hkv} d={d}")
     del out

@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from .. import env, timing
 from ..shapes import geometric
-from ..writer import error_text
+from ..writer import CaseError, error_text
 from . import patterns
 
 RANKS = "all"
@@ -147,7 +147,7 @@ def run(ctx, case) -> dict:
             msg = error_text(e)
     msgs = [m for m in ctx.gather(msg) if m]
     if msgs:
-        raise RuntimeError(msgs[0])
+        raise CaseError(msgs[0])
     rt = ctx.device.type == "cpu" and ctx.args.isolate
 
     def measure():

@@ -6,15 +6,17 @@ from __future__ import annotations
 import torch
 
 from .. import timing
-from ..shapes import gemm_shapes
+from ..shapes import GEMM_DTYPES, gemm_shapes
 
 RANKS = "zero"  # single-device op: rank 0 times it while the other ranks wait
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
                 "fp8": getattr(torch, "float8_e4m3fn", None)}
+assert tuple(TORCH_DTYPES) == GEMM_DTYPES
 # ||C - C_ref|| / ||C_ref|| bounds: operands exact in the dtype, so only accumulation and the output
 # rounding differ (bf16 output: 2^-8 relative per element; fp32 on CPU: ~1e-6; tf32 would be 3e-4)
 TOL = {"bf16": 2e-2, "fp16": 5e-3, "fp32": 1e-3, "fp8": 2e-2}
-CHECK_ROWS = 64  # rows of C compared with the float64 reference (cost O(rows * n * k))
+ELEM = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+CHECK = 64  # rows and columns of C compared with the float64 reference
 
 
 def cases(ctx) -> list[dict]:
@@ -25,7 +27,8 @@ def cases(ctx) -> list[dict]:
     graph = int(bool(ctx.args.cuda_graph and ctx.device.type == "cuda"))
     return [dict(op="gemm", dtype=dt, m=m, n=n, k=k, group_size=1, device_count=1, backend=ctx.single_backend,
                  cuda_graph=graph, _source=src)
-            for dt in dtypes for m, n, k, src in shapes]
+            for dt in dtypes for m, n, k, src in shapes
+            if (m + n) * k * ELEM.get(dt, 2) <= ctx.max_bytes]  # A and W within the case budget
 
 
 def fp8_supported(device) -> str:
@@ -53,9 +56,24 @@ def make_op(dtype: str):
     return fp8
 
 
-def reference(a, w, rows: int = CHECK_ROWS):
-    """float64 C[:rows] = A[:rows] @ W^T on the CPU."""
-    return a[:rows].double().cpu() @ w.double().cpu().t()
+def check_index(m: int, n: int) -> tuple:
+    """Rows and columns of C compared with the reference: the first and last CHECK/2 of each (a
+    tiling or indexing bug shows at the edges), so the check costs O(CHECK^2 * k) at any size."""
+    pick = lambda size: torch.unique(torch.cat([torch.arange(min(size, CHECK // 2)),  # noqa: E731
+                                                torch.arange(max(0, size - CHECK // 2), size)]))
+    return pick(m), pick(n)
+
+
+def _take(t, idx):
+    """t[idx] (rows) on t's device; fp8 through a uint8 view (index kernels need not exist for fp8)."""
+    if t.element_size() == 1:
+        return t.view(torch.uint8)[idx.to(t.device)].view(t.dtype)
+    return t[idx.to(t.device)]
+
+
+def reference(a, w, rows, cols):
+    """float64 C[rows][:, cols] = A[rows] @ W[cols]^T on the CPU."""
+    return _take(a, rows).cpu().double() @ _take(w, cols).cpu().double().t()
 
 
 def predicted_us(ctx, m, n, k, dtype):
@@ -77,8 +95,10 @@ def run(ctx, case) -> dict:
     sets = timing.input_sets(ctx.pool, ctx.device, tdt, [(m, k), (n, k)], ctx.cache, ctx.max_bytes,
                              seed=ctx.args.seed)
     a, w = sets[0]
+    rows, cols = check_index(m, n)
     out = op(a, w)  # correctness first: (m, n)
-    timing.check(timing.rel_err(out[:CHECK_ROWS].cpu(), reference(a, w)), TOL[dt], f"gemm {dt} {m}x{n}x{k}")
+    got = out[rows.to(out.device)][:, cols.to(out.device)].cpu()
+    timing.check(timing.rel_err(got, reference(a, w, rows, cols)), TOL[dt], f"gemm {dt} {m}x{n}x{k}")
     del out
     fn = lambda i: op(*sets[i % len(sets)])  # noqa: E731
     samples, inner = timing.time_single(fn, ctx.device, ctx.sweep, ctx.args, graph=bool(case["cuda_graph"]))

@@ -1,0 +1,122 @@
+"""Simulator speed and size (issue #5): wall time, simulated requests and engine steps per wall-second.
+
+1. The Azure 2023 conversation trace (19,366 requests, ../shared/data/traces) on Llama-3.3-70B fp8,
+   8 x H200, TP=8 and DP=8: each under 2 s wall (Vidur: ~100 s for this trace on such a machine).
+2. A generated BurstGPT-like trace (gamma arrivals, burstiness 0.5, (input, output) pairs resampled
+   from the bundled BurstGPT sample) on Llama-3.1-8B fp8, 8 x H100, DP=8, at 100 req/s (about
+   40% of what the eight engines sustain, so requests complete with little queueing): 10k, 100k and
+   1M requests; the 1M run under 60 s and 3 GB peak memory, the cost per request flat in n.
+
+    python benchmarks/sim_speed.py [--max-n 1000000] [--profile]
+
+Engine steps count every decode step a fast-forwarded stretch stands for; iterations are the
+engine-loop turns actually simulated (one per step or stretch). Datasheet roofline (no profile).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+from pathlib import Path
+
+from perfmodel.hardware import load_hardware
+from perfmodel.modelspec import load_model
+from simulator.cluster import SimConfig, simulate
+from simulator.metrics import summarize
+from simulator.workload import load_trace
+
+REPO = Path(__file__).resolve().parents[1]
+AZURE = "data/traces/azure2023/AzureLLMInferenceTrace_conv.csv"
+BURSTGPT_RATE_RPS, BURSTINESS = 100.0, 0.5
+
+
+def shared_dir() -> Path | None:
+    """$PSIM_SHARED, else ../shared beside the repository (real traces live there)."""
+    for d in ([Path(os.environ["PSIM_SHARED"])] if os.environ.get("PSIM_SHARED") else []) + [REPO.parent / "shared"]:
+        if (d / "data").is_dir():
+            return d
+    return None
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # ru_maxrss is KiB on Linux
+
+
+def timed_run(label: str, workload, spec, hw, cfg: SimConfig, prof=None) -> float:
+    """Simulate, print the speed line and a sanity line (conservation checked); return wall seconds."""
+    t0 = time.perf_counter()
+    res = simulate(workload, spec, hw, cfg, prof)
+    wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    req, steps = res.requests.frame(), res.steps.frame()
+    summ = summarize(req, steps, res.engines)  # raises if anything was lost
+    post = time.perf_counter() - t1
+    n, n_steps, iters = len(workload), int(steps["steps"].sum()), len(steps)
+    print(f"{label}: {n:,} requests in {wall:.2f} s wall = {n / wall:,.0f} simulated requests/s, "
+          f"{n_steps:,} engine steps = {n_steps / wall:,.0f} steps/s ({iters:,} iterations, "
+          f"{1e6 * wall / n:.1f} us/request)")
+    print(f"    completed {summ['completed']:,}, rejected {summ['rejected']:,}, simulated {summ['duration']:,.0f} s, "
+          f"median TTFT {summ['median_ttft_ms']:.1f} ms, median TPOT {summ['median_tpot_ms']:.2f} ms, "
+          f"preemptions {summ['preemptions']:,}, mean KV use {summ.get('mean_kv_utilization', 0):.1%}; "
+          f"frames + summary {post:.2f} s")
+    return wall
+
+
+def azure() -> None:
+    shared = shared_dir()
+    if shared is None:
+        print("Azure 2023: skipped (../shared/data absent)")
+        return
+    w = load_trace(shared / AZURE)
+    spec, hw = load_model("llama-3.3-70b", weights="fp8"), load_hardware("h200")
+    simulate(load_trace("synthetic:poisson?n=50"), spec, hw, SimConfig(policy="tp", gpus=8))  # warm-up
+    for policy in ("tp", "dp"):
+        timed_run(f"Azure 2023 conv, Llama-3.3-70B, 8 x H200, {policy.upper()}=8", w, spec, hw,
+                  SimConfig(policy=policy, gpus=8))
+
+
+def burstgpt_like(n: int):
+    return load_trace(f"synthetic:gamma?rate={BURSTGPT_RATE_RPS:g}&burstiness={BURSTINESS:g}&n={n}"
+                      f"&lengths=burstgpt.csv", seed=0)
+
+
+def scaling(max_n: int) -> None:
+    spec, hw = load_model("llama-3.1-8b", weights="fp8"), load_hardware("h100")
+    cfg = SimConfig(policy="dp", gpus=8)
+    print(f"BurstGPT-like (gamma, burstiness {BURSTINESS:g}, {BURSTGPT_RATE_RPS:g} req/s, lengths resampled "
+          f"from traces/burstgpt.csv), Llama-3.1-8B, 8 x H100, DP=8:")
+    per = {}
+    n = 10_000
+    while n <= max_n:
+        w = burstgpt_like(n)
+        wall = timed_run(f"  n = {n:,}", w, spec, hw, cfg)
+        per[n] = wall / n
+        n *= 10
+    print("  cost per request: " + ", ".join(f"{k:,}: {1e6 * v:.1f} us" for k, v in per.items()))
+    print(f"  peak memory (max RSS of this process): {peak_rss_gb():.2f} GB")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--max-n", type=int, default=1_000_000, help="largest BurstGPT-like trace (10x steps from 10k)")
+    p.add_argument("--profile", action="store_true", help="cProfile the Azure TP=8 run instead")
+    args = p.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
+          f"on {os.cpu_count()} CPUs")
+    if args.profile:
+        import cProfile
+        import pstats
+
+        shared = shared_dir()
+        w = load_trace(shared / AZURE)
+        spec, hw = load_model("llama-3.3-70b", weights="fp8"), load_hardware("h200")
+        cProfile.runctx("simulate(w, spec, hw, SimConfig(policy='tp', gpus=8))", globals(), locals(), "/tmp/sim_speed.prof")
+        pstats.Stats("/tmp/sim_speed.prof").sort_stats("tottime").print_stats(20)
+        return
+    azure()
+    scaling(args.max_n)
+
+
+if __name__ == "__main__":
+    main()

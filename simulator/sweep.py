@@ -1,0 +1,187 @@
+"""`simulate sweep`: the product of a grid of runs, one result row per run, resumable.
+
+    simulate sweep --grid GRID.toml --out results.parquet [--executor local|ray] [--workers N]
+                   [--ray-address auto] [--retry-errors]
+
+GRID.toml: a [grid] table (or several [[grid]] tables, concatenated) whose keys are axes; a
+scalar is a one-value axis. Axes: policies, layouts, traces, rate_scales, models, hardware, gpus,
+weights, kv_dtypes, max_concurrency. [grid.policy_args] maps a policy to a list of argument
+tables (one run each; default one run with none). [options]: profile ("none" = datasheet,
+default the hardware's profile), slo_ttft_ms, slo_tpot_ms, seed, engine (EngineConfig fields).
+
+    [grid]
+    policies = ["tp", "dp", "shift"]
+    traces = ["synthetic:poisson?n=40&rate=4&input=512&output=32"]
+    rate_scales = [0.5, 1, 2, 4]
+    models = ["llama-3.1-8b"]
+    hardware = ["h100"]
+    gpus = 2
+    [grid.policy_args]
+    shift = [{threshold = 128}, {threshold = 512}]
+
+A run is identified by the hash of its coordinates (`run_id`); rows already in --out are skipped,
+so an interrupted sweep picks up where it stopped. Every row carries the summary keys of
+`simulate` (dicts as JSON text) plus the coordinates; a run that fails has its `error` filled.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+AXES = {  # grid key -> coordinate name
+    "policies": "policy", "layouts": "layout", "traces": "trace", "rate_scales": "rate_scale",
+    "models": "model", "hardware": "hardware", "gpus": "gpus", "weights": "weights",
+    "kv_dtypes": "kv_dtype", "max_concurrency": "max_concurrency",
+}
+DEFAULTS = {"layout": "", "rate_scale": 1.0, "model": "llama-3.3-70b", "hardware": "h200", "gpus": 8,
+            "weights": "fp8", "kv_dtype": "bf16", "max_concurrency": 0}
+OPTIONS = ("profile", "slo_ttft_ms", "slo_tpot_ms", "seed", "engine")
+COORDS = ("policy", "policy_args", "layout", "trace", "rate_scale", "model", "hardware", "gpus",
+          "weights", "kv_dtype", "max_concurrency")
+
+
+class GridError(ValueError):
+    """A grid file that cannot be expanded: the message names the key at fault."""
+
+
+def _as_list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def expand_grid(grid: dict) -> list[dict]:
+    """Tasks (dicts of coordinates and options) of a parsed grid file, in a stable order."""
+    options = grid.get("options", {})
+    bad = set(options) - set(OPTIONS)
+    if bad:
+        raise GridError(f"[options]: unknown key(s) {', '.join(sorted(bad))}; allowed {', '.join(OPTIONS)}")
+    tables = grid.get("grid")
+    if tables is None:
+        raise GridError("no [grid] table (axes: " + ", ".join(AXES) + ")")
+    tasks, seen = [], set()
+    for table in _as_list(tables):
+        table = dict(table)
+        pargs = table.pop("policy_args", {})
+        bad = set(table) - set(AXES)
+        if bad:
+            raise GridError(f"[grid]: unknown axis {', '.join(sorted(bad))}; axes are {', '.join(AXES)}")
+        for k in ("policies", "traces"):
+            if not table.get(k):
+                raise GridError(f"[grid]: axis {k!r} is required")
+        names = list(AXES)
+        values = [_as_list(table[k] if k in table else DEFAULTS[AXES[k]]) for k in names]
+        for combo in itertools.product(*values):
+            coords = {AXES[k]: v for k, v in zip(names, combo)}
+            for args in _as_list(pargs.get(coords["policy"], [{}])):
+                task = {"policy_args": json.dumps(dict(sorted(args.items()))), **coords}
+                task["layout"] = task["layout"] or ""
+                task["rate_scale"] = float(task["rate_scale"])
+                task["gpus"], task["max_concurrency"] = int(task["gpus"]), int(task["max_concurrency"])
+                task = {k: task[k] for k in COORDS}
+                rid = run_id(task, options)
+                if rid in seen:
+                    continue
+                seen.add(rid)
+                tasks.append({**task, "run_id": rid, "run_index": len(tasks), "options": options})
+    return tasks
+
+
+def run_id(coords: dict, options: dict) -> str:
+    """Stable 16-hex id of a run's coordinates and options (its identity across reruns)."""
+    text = json.dumps({**{k: coords[k] for k in COORDS}, "options": options}, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def load_grid(path: str | Path) -> list[dict]:
+    """Parse a GRID.toml and expand it."""
+    try:
+        with open(path, "rb") as f:
+            return expand_grid(tomllib.load(f))
+    except tomllib.TOMLDecodeError as e:
+        raise GridError(f"{path}: {e}") from None
+
+
+def _flat(summ: dict) -> dict:
+    """Summary values Parquet can hold: dicts and lists become JSON text."""
+    return {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in summ.items()}
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """Rows already written (empty frame if none)."""
+    return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
+
+
+def write_results(path: Path, rows: list[dict], old: pd.DataFrame) -> pd.DataFrame:
+    """Old rows plus new ones, ordered by run_index, written atomically (tmp file + rename)."""
+    df = pd.concat([old, pd.DataFrame(rows)], ignore_index=True) if rows else old
+    if len(df):
+        df = df.drop_duplicates("run_id", keep="last").sort_values(["run_index", "run_id"], kind="stable")
+        df = df.reset_index(drop=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return df
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="simulate sweep", description="Run the product of a grid of "
+                                "simulations (policies x arguments x layouts x traces x rates x models x hardware).")
+    p.add_argument("--grid", required=True, help="GRID.toml (see `simulate sweep --help` / simulator/sweep.py)")
+    p.add_argument("--out", required=True, help="results.parquet: one row per run; finished runs are skipped")
+    p.add_argument("--executor", default="local", choices=("local", "ray"))
+    p.add_argument("--workers", type=int, default=0, help="parallel runs (default: CPU count; 1 = in process)")
+    p.add_argument("--ray-address", help="Ray cluster address (e.g. auto); default: start a local Ray")
+    p.add_argument("--retry-errors", action="store_true", help="rerun runs whose row has an error")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def run_sweep(tasks: list[dict], out: Path, executor: str = "local", workers: int = 0,
+              ray_address: str | None = None, retry_errors: bool = False, progress: bool = True) -> pd.DataFrame:
+    """Run the tasks not yet in `out`, saving as runs finish; the full results table."""
+    from tqdm import tqdm
+
+    from .sweep_executors import EXECUTORS
+
+    old = read_results(out)
+    done = set(old["run_id"]) if len(old) else set()
+    if retry_errors and "error" in old:
+        done -= set(old.loc[old["error"].fillna("") != "", "run_id"])
+    todo = [t for t in tasks if t["run_id"] not in done]
+    rows, last = [], time.monotonic()
+    with tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="run", desc="sweep",
+              disable=not progress, file=sys.stderr) as bar:
+        for row in EXECUTORS[executor](todo, workers or os.cpu_count() or 1, ray_address):
+            rows.append(row)
+            bar.update(1)
+            if time.monotonic() - last > 5:  # save now and then: an interrupted sweep loses little
+                old, rows, last = write_results(out, rows, old), [], time.monotonic()
+    return write_results(out, rows, old)
+
+
+def sweep_main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        tasks = load_grid(args.grid)
+    except (GridError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    df = run_sweep(tasks, out, args.executor, args.workers, args.ray_address, args.retry_errors,
+                   not args.no_progress)
+    errors = int((df["error"].fillna("") != "").sum()) if "error" in df else 0
+    print(f"{out}: {len(df)} rows ({len(tasks)} runs in the grid, {errors} with errors)")
+    return 0

@@ -1,0 +1,111 @@
+"""Where a sweep's runs execute: this process, a pool of processes, or a Ray cluster.
+
+Each executor takes the pending tasks and yields one result row per task as runs finish (in any
+order); every row is computed by the same `run_task`, so executors give identical tables.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import traceback
+
+
+@functools.lru_cache(maxsize=8)
+def _workload(trace: str, rate_scale: float, seed):
+    from .workload import load_trace, rate_scale as scale
+
+    w = load_trace(trace) if seed is None else load_trace(trace, seed=int(seed))
+    return w if rate_scale == 1.0 else scale(w, rate_scale)
+
+
+@functools.lru_cache(maxsize=8)
+def _model(model: str, weights: str, kv_dtype: str):
+    from perfmodel.modelspec import load_model
+
+    return load_model(model, weights=weights, kv=kv_dtype)
+
+
+@functools.lru_cache(maxsize=8)
+def _hardware(name: str, profile):
+    from perfmodel.cli import resolve_profile
+    from perfmodel.hardware import load_hardware
+
+    hw = load_hardware(name)
+    return hw, resolve_profile(hw, profile)
+
+
+def run_task(task: dict) -> dict:
+    """One run of a sweep: its coordinates, run_id/run_index and the summary keys (dicts as JSON
+    text), or its coordinates and `error` when the run cannot be done (bad layout, trace, ...)."""
+    from .cluster import SimConfig, simulate
+    from .config import EngineConfig
+    from .metrics import summarize
+
+    opts = task.get("options", {})
+    row = {k: v for k, v in task.items() if k != "options"}
+    try:
+        wl = _workload(task["trace"], task["rate_scale"], opts.get("seed"))
+        spec = _model(task["model"], task["weights"], task["kv_dtype"])
+        hw, prof = _hardware(task["hardware"], opts.get("profile"))
+        args = tuple((k, str(v)) for k, v in json.loads(task["policy_args"]).items())
+        cfg = SimConfig(policy=task["policy"], layout=task["layout"] or None, gpus=task["gpus"],
+                        policy_args=args, engine=EngineConfig(**opts.get("engine", {})),
+                        max_concurrency=task["max_concurrency"])
+        res = simulate(wl, spec, hw, cfg, prof)
+        summ = summarize(res.requests.frame(), res.steps.frame(), res.engines,
+                         opts.get("slo_ttft_ms"), opts.get("slo_tpot_ms"))
+        summ["modes"] = " / ".join(f"{m}: {lay}" for m, lay in res.engines[0]["modes"].items())
+        summ["kv_capacity_tokens"] = res.engines[0]["kv_capacity_tokens"]  # one engine's (max context)
+        summ["kv_capacity_total_tokens"] = sum(e["kv_capacity_tokens"] for e in res.engines)
+        summ["profile"] = getattr(prof, "name", None) or "datasheet"
+        row.update({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+                    for k, v in summ.items()})
+        row["error"] = ""
+    except Exception as e:  # noqa: BLE001  (a sweep records a failed run and goes on)
+        row["error"] = f"{type(e).__name__}: {e}".strip() or traceback.format_exc(limit=1)
+    return row
+
+
+def run_inline(tasks, workers, address=None):
+    """In this process, one run after another (workers=1; debugging)."""
+    for t in tasks:
+        yield run_task(t)
+
+
+def run_local(tasks, workers, address=None):
+    """A pool of `workers` processes on this machine (spawned: safe beside threads and Ray)."""
+    if workers <= 1 or len(tasks) <= 1:
+        yield from run_inline(tasks, workers)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
+        for fut in as_completed([pool.submit(run_task, t) for t in tasks]):
+            yield fut.result()
+
+
+def run_ray(tasks, workers, address=None):
+    """Ray tasks (one CPU each) on the cluster at `address` ('auto': a running one), or on a local
+    Ray instance of `workers` CPUs started here; reuses a Ray already initialised by the caller."""
+    try:
+        import ray
+    except ImportError:
+        raise SystemExit("error: --executor ray needs Ray: pip install 'parallelism-sim[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        kw = {"address": address} if address else {"num_cpus": workers}
+        ray.init(include_dashboard=False, log_to_driver=False, **kw)
+    try:
+        remote = ray.remote(num_cpus=1)(run_task)
+        pending = [remote.remote(t) for t in tasks]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+    finally:
+        if started:
+            ray.shutdown()
+
+
+EXECUTORS = {"local": run_local, "ray": run_ray}
