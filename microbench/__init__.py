@@ -1,0 +1,1 @@
+"""microbench: measure GEMM, attention, collectives and copies for perfmodel calibrate (docs/microbench.md)."""

@@ -53,22 +53,28 @@ def _fill_random(numel: int, dtype, device, gen: torch.Generator) -> torch.Tenso
     return out
 
 
+def random_pool(pool: dict, device, dtype, numel: int, cache: int = 0, seed: int = 0) -> torch.Tensor:
+    """A flat buffer of >= numel random elements per (device, dtype), kept in `pool` and reused
+    across cases (grown when a case needs more; at least 2x the cache)."""
+    key = (str(device), dtype)
+    buf = pool.get(key)
+    if buf is None or buf.numel() < numel:
+        pool.pop(key, None)  # free the old pool first (GPU memory)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        elem = torch.empty(0, dtype=dtype).element_size()
+        buf = pool[key] = _fill_random(max(numel, (2 * cache) // elem), dtype, device, gen)
+    return buf
+
+
 def input_sets(pool: dict, device, dtype, shapes, cache: int, max_bytes: int, seed: int = 0) -> list:
-    """Rotating input sets: each a list of random tensors of `shapes`, carved as views from one pool
-    buffer per (device, dtype) that is reused across cases; enough sets that one pass over them
-    touches twice the last-level cache (capped by MAX_SETS and `max_bytes`)."""
+    """Rotating input sets: each a list of random tensors of `shapes`, carved as views from the
+    pool (random_pool); enough sets that one pass over them touches twice the last-level cache
+    (capped by MAX_SETS and `max_bytes`)."""
     per_set = sum(math.prod(s) for s in shapes)
     elem = torch.empty(0, dtype=dtype).element_size()
     n_sets = max(1, min(MAX_SETS, math.ceil(2 * cache / max(per_set * elem, 1)),
                         max_bytes // max(per_set * elem, 1)))
-    need = per_set * n_sets
-    key = (str(device), dtype)
-    buf = pool.get(key)
-    if buf is None or buf.numel() < need:
-        pool.pop(key, None)  # free the old pool first (GPU memory)
-        gen = torch.Generator(device=device).manual_seed(seed)
-        buf = _fill_random(max(need, (2 * cache) // elem), dtype, device, gen)
-        pool[key] = buf
+    buf = random_pool(pool, device, dtype, per_set * n_sets, cache, seed)
     sets, off = [], 0
     for _ in range(n_sets):
         views = []

@@ -21,7 +21,7 @@ COLUMNS = (
     "device_count",
     "torch_version", "cuda_version", "nccl_version",
     "median_us", "p10_us", "p90_us",
-    "iterations",
+    "iterations",     # timed op executions (samples x ops per sample)
     "achieved",       # achieved rate: TFLOP/s for gemm/attention, busbw GB/s for collectives, GB/s for copies
     "achieved_unit",  # "TFLOP/s" or "GB/s"
     "predicted_us",   # the perf model's prediction for the same shape (blank when unknown)

@@ -14,7 +14,7 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from perfmodel.steptable import decode_stretch_s, steps_within
+from perfmodel.steptable import StepTable, decode_stretch_s, steps_within
 
 from .scheduler import Batch, blocks_for, grant_in_order, step_aggregates
 
@@ -56,6 +56,7 @@ class Engine:
         # of the batch object `_known` (any other object, e.g. one a policy swapped in: recompute):
         self._known, self._sum_computed = None, 0  # sum of computed tokens, and _k_done
         self._adm_cols: list = []  # (idx, prompt, output, computed, generated, blocks) of those admitted
+        self._affine: dict = {}  # (id(StepTable), n) -> decode_affine(n)
         self.proc = env.process(self._loop())
 
     # ---- arrivals -------------------------------------------------------------------------
@@ -190,9 +191,11 @@ class Engine:
         return None
 
     def _loop(self):
-        env = self.env
+        env, steps = self.env, self.steps
+        parks = type(self).park is not Engine.park  # only dynamic policies park engines
+        codes: dict = {}  # mode name -> its code in the step records
         while True:
-            hold = self.park()
+            hold = self.park() if parks else None
             if hold is not None:  # a dynamic policy lent this engine's GPUs (Flying Serving's TP groups)
                 yield hold
                 continue
@@ -225,16 +228,29 @@ class Engine:
             start = env.now
             if k > 1:
                 n, k0 = agg[4], agg[5]
-                c0, c1 = table.decode_affine(n)
+                c0, c1 = self._decode_affine(table, n)
                 dur = decode_stretch_s(c0, c1, k0, n, k)
                 self._stretch = (start, c0, c1, k0, n, k)
                 k, dur = yield from self._sleep_stretch(dur)
             else:
                 dur = table.time_s(*agg)
                 yield env.timeout(dur)
-            self.steps.append(start, dur, self.index, self.steps.mode_code(mode), k, *agg,
-                              self.used_blocks * self.bs, len(self.waiting), 0.0)
+            code = codes.get(mode)
+            if code is None:
+                code = codes[mode] = steps.mode_code(mode)
+            steps.append(start, dur, self.index, code, k, *agg, self.used_blocks * self.bs, len(self.waiting), 0.0)
             self._apply(granted, k, self._all_decode)
+
+    def _decode_affine(self, table, n: int) -> tuple[float, float]:
+        """table.decode_affine(n), remembered per StepTable (a pure function of n there; other
+        step-time objects, e.g. SiDP's, depend on the moment and are asked every time)."""
+        if type(table) is not StepTable:
+            return table.decode_affine(n)
+        key = (id(table), n)
+        got = self._affine.get(key)
+        if got is None:
+            got = self._affine[key] = table.decode_affine(n)
+        return got
 
     def _sleep_stretch(self, dur):
         """Sleep through a stretch; on an interrupt, end it after the step in progress (or at the

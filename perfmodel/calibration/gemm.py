@@ -10,7 +10,7 @@ from . import grid
 
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
 # What a profile answers for a dtype it has no rows for: the CPU has fp32 GEMMs only, and perfmodel
-# asks for "bf16" (CPU torch runs bf16 matmuls no faster than fp32). fp8 never falls back.
+# asks for "bf16" (a CPU profile measured only in fp32 still answers; microbench measures bf16 where the CPU has AVX512-BF16). fp8 never falls back.
 DTYPE_FALLBACK = {"bf16": ("bf16", "fp16", "fp32"), "fp16": ("fp16", "bf16", "fp32"), "fp8": ("fp8",),
                   "fp32": ("fp32", "bf16", "fp16")}
 
