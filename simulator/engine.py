@@ -51,10 +51,10 @@ class Engine:
         self._fast = False  # this step's running part took _schedule's all-decoding fast path
         self._adm_tok: list = []  # tokens granted to the requests admitted this step
         self._adm_whole = True  # each of them got its whole prompt (+ tokens to recompute)
-        self._k_done = 0  # all-decode steps until the first completion
         self._ones = np.ones(0, dtype=np.int64)  # granted tokens of an all-decoding batch
-        # of the batch object `_known` (any other object, e.g. one a policy swapped in: recompute):
-        self._known, self._sum_computed = None, 0  # sum of computed tokens, and _k_done
+        # kept up to date step by step for the batch object `_known` (any other, e.g. one a policy
+        # swapped in, is recomputed): sum of computed tokens, all-decode steps to the first completion
+        self._known, self._sum_computed, self._k_done = None, 0, None
         self._adm_cols: list = []  # (idx, prompt, output, computed, generated, blocks) of those admitted
         self._affine: dict = {}  # (id(StepTable), n) -> decode_affine(n)
         self.proc = env.process(self._loop())
@@ -106,8 +106,9 @@ class Engine:
             # the common case: every running request decodes one token, each takes at most one new
             # block, so nothing is preempted (same decisions as below, a few numpy calls fewer)
             self._fast = True
-            granted = self._ones if len(self._ones) == n else np.ones(n, dtype=np.int64)
-            self._ones = granted  # (read-only: _admit concatenates, _apply only reads it)
+            if len(self._ones) < n:
+                self._ones = np.ones(max(n, 2 * len(self._ones)), dtype=np.int64)
+            granted = self._ones[:n]  # (read-only: _admit concatenates it, _apply only reads it)
             if not self.waiting:
                 return granted
             need = int(np.count_nonzero(run.a[3] % self.bs == 0)) if n else 0  # entering a new block
@@ -146,7 +147,10 @@ class Engine:
                 r.scheduled_s[pos] = self.env.now
         self._admitted, self._adm_whole = bool(cols), whole
         if cols:
+            known = self.run is self._known
             self.run = self.run.extend(np.array(cols, dtype=np.int64).T)
+            if known:  # admitted requests have computed nothing yet
+                self._known, self._k_done = self.run, None
             granted = np.concatenate((granted, np.array(adm_tok, dtype=np.int64)))
             self._decoding = False
         return granted
@@ -163,12 +167,18 @@ class Engine:
             self.waiting.remove(pos)
 
     def _computed_sum(self) -> int:
-        """Sum of the running requests' computed tokens (kept across all-decode stretches)."""
+        """Sum of the running requests' computed tokens (the keys a decode step reads, less n)."""
         if self.run is not self._known:
-            a = self.run.a
-            self._known, self._sum_computed = self.run, int(np.add.reduce(a[3]))
-            self._k_done = int(np.minimum.reduce(a[2] - a[4])) if len(self.run) else 0  # output - generated
+            self._known, self._sum_computed, self._k_done = self.run, int(np.add.reduce(self.run.a[3])), None
         return self._sum_computed
+
+    def _steps_to_completion(self) -> int:
+        """All-decode steps until the first completion: min(output - generated)."""
+        self._computed_sum()  # (drops a stale value)
+        if self._k_done is None:
+            a = self.run.a
+            self._k_done = int(np.minimum.reduce(a[2] - a[4]))
+        return self._k_done
 
     def _stretch_steps(self, granted, agg) -> int:
         """Decode steps that can run in closed form from here (1: take a single step). Only when
@@ -178,12 +188,11 @@ class Engine:
         most ceil(k / block_size) new blocks in k steps)."""
         if not self._all_decode:
             return 1
-        if self.run is not self._known:
-            self._computed_sum()  # sets _k_done: all-decode steps until the first completion
+        k_done = self._steps_to_completion()
         if not self.cfg.fast_forward or self._preempted:
             return 1
         k_kv = ((self.num_blocks - self.used_blocks) // len(self.run)) * self.bs
-        return max(1, min(self._k_done, k_kv))
+        return max(1, min(k_done, k_kv))
 
     # ---- the process ----------------------------------------------------------------------
     def park(self):
@@ -289,19 +298,21 @@ class Engine:
         """State after the step (k = 1) or the k-step decode stretch that just ended."""
         run, now, r, bs = self.run, self.env.now, self.recs, self.bs
         a = run.a  # rows: idx, prompt, output, computed, generated, blocks
+        known = run is self._known
         if all_decode:  # every request computed and sampled k tokens; none is new
             a[3:5] += k
             np.floor_divide(a[3] + (bs - 1), bs, out=a[5])  # blocks_for(computed)
             self.used_blocks = int(np.add.reduce(a[5]))  # only running requests hold blocks
-            if k < self._k_done:  # no completion inside or at the end of this stretch
-                if run is self._known:
-                    self._sum_computed += k * len(run)
+            if known:
+                self._sum_computed += k * len(run)
+                if k < self._k_done:  # no completion inside or at the end of this stretch
                     self._k_done -= k
-                return
+                    return
             done = a[4] >= a[2]
         elif self._fast:  # decoders (first dn) decoded one token; admitted requests ran a prefill chunk
-            self._known = None
             dn = len(run) - len(self._adm_tok)
+            if known:
+                self._sum_computed += dn + sum(self._adm_tok)
             a[3:5, :dn] += 1
             done = a[4] >= a[2] if dn else np.zeros(len(run), dtype=bool)
             for j, (g, (pos, prompt, out, _, gen, _)) in enumerate(zip(self._adm_tok, self._adm_cols)):
@@ -317,7 +328,7 @@ class Engine:
             np.floor_divide(a[3] + (bs - 1), bs, out=a[5])
             self.used_blocks = int(np.add.reduce(a[5]))
         else:
-            self._known = None
+            self._known = known = None
             held = int(np.add.reduce(a[5]))
             a[3] += granted
             np.floor_divide(a[3] + (bs - 1), bs, out=a[5])
@@ -329,15 +340,29 @@ class Engine:
                 r.first_token_s[a[0][first]] = now
             a[4] += samples
             done = full & (a[4] >= a[2])
-        at = np.flatnonzero(done)
-        pos = a[0, at].tolist() if len(at) else None
-        if pos is not None:
+        at = done.nonzero()[0]
+        pos = None
+        if len(at) == 1:  # one completion (the common case), in scalars
+            i = int(at[0])
+            pos = [int(a[0, i])]
+            r.finish_s[pos[0]] = now
+            r.generated[pos[0]] = a[4, i]
+            self.used_blocks -= int(a[5, i])
+            freed = int(a[3, i])
+        elif len(at):
+            pos = a[0, at].tolist()
             r.finish_s[pos] = now
             r.generated[pos] = a[4, at]
             self.used_blocks -= int(np.add.reduce(a[5, at]))
+            freed = int(np.add.reduce(a[3, at]))
+        if pos is not None:  # completions: recorded above, KV freed; drop them from the batch
             self.outstanding_tokens -= sum([r.total_tokens[p] for p in pos])
             self.outstanding_requests -= len(pos)
             self.run = run = run.keep(~done)
+            if known:
+                self._known, self._sum_computed, self._k_done = run, self._sum_computed - freed, None
+        elif known and not all_decode:
+            self._k_done = None
         if not all_decode:  # (after an all-decode step the rest still decode)
             # fast path: the decoders still decode, admitted requests do if their prompt was whole
             self._decoding = self._adm_whole if self._fast else \

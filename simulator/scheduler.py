@@ -53,9 +53,9 @@ class Batch:
         """The requests selected by `mask` (boolean, indices or slice)."""
         return Batch(self.a[:, mask])
 
-    def extend(self, cols) -> "Batch":
-        """This batch followed by new requests: `cols` is (6, m), one column per request."""
-        return Batch(np.concatenate((self.a, np.asarray(cols, dtype=np.int64).reshape(6, -1)), axis=1))
+    def extend(self, cols: np.ndarray) -> "Batch":
+        """This batch followed by new requests: `cols` is (6, m) int64, one column per request."""
+        return Batch(np.concatenate((self.a, cols), axis=1))
 
 
 def grant_in_order(wants: np.ndarray, budget: int) -> np.ndarray:

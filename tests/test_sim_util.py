@@ -95,6 +95,10 @@ class CheckedEngine(Engine):
         assert (run.computed <= run.prompt + run.generated).all(), "KV computed past the sampled tokens"
         assert (run.generated < np.maximum(run.output, 1)).all(), "a finished request still runs"
         assert len(run) <= self.max_seqs
+        if self._known is run:  # the engine's running sums, kept step by step, equal a recount
+            assert self._sum_computed == int(run.computed.sum()), "cached sum of computed tokens is stale"
+            if self._k_done is not None and len(run):
+                assert self._k_done == int((run.output - run.generated).min()), "cached steps-to-completion stale"
         CheckedEngine.max_used_blocks = max(CheckedEngine.max_used_blocks, self.used_blocks)
 
 
