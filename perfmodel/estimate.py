@@ -134,22 +134,29 @@ def saturated_throughput(dep, spec, hw, input_tokens: int, output_tokens: int, l
     """Steady state of vLLM v1 continuous batching under unlimited demand, per instance x instances.
 
     Each step decodes every running request and fills the rest of the token budget with prefill
-    chunks. Little's law: decoding requests D = completions per step * O, completions per step =
-    prefill tokens P / I, so D = O * (budget - D) / I, capped by max_num_seqs and KV capacity.
+    chunks. A request takes I prefill tokens (its first token comes with the last chunk) and O - 1
+    decode steps. Little's law with r completions per step: prefill tokens p = r I, decoding
+    requests d = r (O - 1), p + d = budget, r capped by max_num_seqs and KV capacity (a running
+    request holds I + O/2 tokens on average: admission takes the blocks free now).
     """
     I, O = input_tokens, max(output_tokens, 1)
-    budget = limits.max_num_batched_tokens
-    kv_seqs = dep.plan.kv_capacity_tokens // (I + O)
-    d = min(O * budget / (I + O), limits.max_num_seqs, kv_seqs)
-    if d < 1:
+    dec = O - 1
+    budget = limits.max_num_batched_tokens * dep.base.pp  # pp batches in flight (vLLM V1 batch queue)
+    kv_seqs = dep.plan.kv_capacity_tokens / (I + O / 2.0)
+    r = budget / (I + dec)
+    if dec:
+        r = min(r, limits.max_num_seqs / dec, kv_seqs / dec)
+    elif kv_seqs < 1:
+        r = 0.0
+    d, p = r * dec, r * I
+    if r <= 0 or (dec and d < 1):
         return {"throughput_tokens_per_s": 0.0, "concurrency": 0, "step_s": float("nan")}
-    p = min(budget - d, d * I / O)  # prefill tokens per step
     chunk_ctx = I / 2.0  # a prefill chunk attends on average to half the prompt before it
-    batch = make_batch(prefill_tokens=p, prefill_seqs=max(1.0, p / I), prefill_pairs=p * (chunk_ctx + 0.5),
-                       prefill_kv_tokens=p + max(1.0, p / I) * chunk_ctx,
+    batch = make_batch(prefill_tokens=p, prefill_seqs=max(1.0, r), prefill_pairs=p * (chunk_ctx + 0.5),
+                       prefill_kv_tokens=p + max(1.0, r) * chunk_ctx,
                        decode_seqs=d, decode_kv_tokens=d * (I + O / 2.0))
     t = float(_step_s(dep, spec, hw, batch, d + p, prof, fw).total_s)
-    return {"throughput_tokens_per_s": (p + d) / t * dep.instances, "concurrency": d * dep.instances,
+    return {"throughput_tokens_per_s": r * (I + O) / t * dep.instances, "concurrency": d * dep.instances,
             "step_s": t}
 
 

@@ -88,7 +88,13 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
     env = simpy.Environment()
     recs, steps = RequestRecords(workload), StepRecords()
     tables: dict = {}  # one StepTable per distinct instance layout (built once, shared)
-    max_tokens = budget + max_seqs
+
+    def pp_of(plan) -> int:
+        """Pipeline depth of a plan's engine: vLLM keeps pp batches of up to `budget` tokens in
+        flight (V1's batch queue), so a PP engine's step holds pp x budget tokens."""
+        return max([getattr(l, "pp", 1) for l in plan.modes.values() if not callable(l)] or [1])
+
+    max_tokens = budget * max(pp_of(p) for p in plans) + max_seqs
 
     def table(lay):
         if lay not in tables:
@@ -108,8 +114,11 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
     # a plan may name its own Engine class and observe its engine once built (dynamic policies)
     engines = [(getattr(p, "engine_cls", None) or Engine)(
         env, i, Runner({m: l(table) if callable(l) else table(l) for m, l in p.modes.items()}, p.choose),
-        cfg.engine, budget, max_seqs, p.kv_capacity_tokens, recs, steps, on_finish) for i, p in enumerate(plans)]
+        cfg.engine, budget * pp_of(p), max_seqs, p.kv_capacity_tokens, recs, steps, on_finish)
+        for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):
+        if hasattr(e, "chunk_cap"):  # one request per batch: at most `budget` tokens a step
+            e.chunk_cap = min(e.chunk_cap, budget)
         if getattr(p, "attach", None) is not None:
             p.attach(e)
     rr = [0]

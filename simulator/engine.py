@@ -35,6 +35,9 @@ class Engine:
     def __init__(self, env, index, runner, cfg, budget, max_seqs, kv_capacity_tokens, recs, steps, on_finish):
         self.env, self.index, self.runner, self.cfg = env, index, runner, cfg
         self.budget, self.max_seqs = int(budget), int(max_seqs)
+        # tokens one request may get in a step: the per-batch budget. A PP engine's step holds pp
+        # batches (budget = pp x chunk_cap, set by the cluster); one request is in one batch.
+        self.chunk_cap = self.budget
         self.bs = cfg.block_size
         self.num_blocks = int(kv_capacity_tokens // self.bs)
         self.capacity_tokens = self.num_blocks * self.bs
@@ -80,7 +83,7 @@ class Engine:
     def max_request_tokens(self) -> int:
         """Longest prompt + output this engine can serve: its KV capacity, and without chunked
         prefill the step budget too (vLLM then requires max_model_len <= max_num_batched_tokens)."""
-        return self.capacity_tokens if self.cfg.enable_chunked_prefill else min(self.capacity_tokens, self.budget)
+        return self.capacity_tokens if self.cfg.enable_chunked_prefill else min(self.capacity_tokens, self.chunk_cap)
 
     def fits(self, pos: int) -> bool:
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
@@ -102,6 +105,11 @@ class Engine:
         self._adm_tok, self._adm_cols = [], []
         run, n = self.run, len(self.run)
         free = self.num_blocks - self.used_blocks
+        if self.waiting and self.cfg.schedule_order == "prefill-first":
+            # vLLM V0's default: a step with admissible prompts runs only prompts; decodes wait
+            granted = self._admit(np.zeros(n, dtype=np.int64), self.budget, free)
+            if self._admitted:
+                return granted
         if self._decoding and n <= self.budget and n <= free:
             # the common case: every running request decodes one token, each takes at most one new
             # block, so nothing is preempted (same decisions as below, a few numpy calls fewer)
@@ -114,7 +122,7 @@ class Engine:
             need = int(np.count_nonzero(run.a[3] % self.bs == 0)) if n else 0  # entering a new block
             return self._admit(granted, self.budget - n, free - need)
         while True:
-            wants = self.run.wants()
+            wants = np.minimum(self.run.wants(), self.chunk_cap)
             granted = wants if int(wants.sum()) <= self.budget else grant_in_order(wants, self.budget)
             need = blocks_for(self.run.computed + granted, self.bs) - self.run.blocks  # >= 0
             if int(need.sum()) <= self.num_blocks - self.used_blocks or len(self.run) == 0:
@@ -134,7 +142,7 @@ class Engine:
             pos = self._peek_waiting()
             prompt, gen = int(r.input_tokens[pos]), int(r.generated[pos])
             target = prompt + gen  # a preempted request recomputes its generated tokens too
-            n_new = min(target, left) if self.cfg.enable_chunked_prefill else target
+            n_new = min(target, left, self.chunk_cap) if self.cfg.enable_chunked_prefill else target
             if n_new > left or -(-n_new // self.bs) > free:
                 break
             self._pop_waiting(pos)

@@ -63,7 +63,8 @@ def _steady_throughput(res) -> float:
     ("llama-3.3-70b", "h200", 8, "tp"),
     ("llama-3.3-70b", "h200", 8, "shift"),
     ("llama-3.3-70b", "h200", 8, "sp"),
-    ("llama-3.3-70b", "h200", 8, "tp=2,pp=4"),
+    # (tp=2,pp=4 left out: with pp batches of 8192 tokens in flight it is bound by max_num_seqs, not
+    # the budget, and a batch arriving at t=0 then runs in admission waves, not a steady state)
 ])
 def test_saturated_fixed_batch_throughput_matches_estimate(model_name, hw_name, gpus, strategy):
     """Token-budget-bound deployments: every steady step runs 8192 tokens, no preemption."""
