@@ -62,7 +62,9 @@ for name, df in res.items():
     assert winners[0] == "pp=8" and "tp=2,pp=4" in winners and winners[-1] == "tp=4,pp=2", (name, winners)
     assert all(ORDER[a] <= ORDER[b] for a, b in zip(winners, winners[1:])), (name, winners)  # PP8 -> TP2PP4 -> TP4PP2
     assert (df["Seesaw"] >= df["best_static_any"]).all(), name  # never below the best static config
-assert adv.is_monotonic_decreasing and adv.iloc[0] > 1 > adv.iloc[-1], adv.to_dict()
+# the advantage shrinks with bandwidth until re-sharding no longer pays; then Seesaw's search keeps
+# one layout (advantage exactly 1: never below the best static)
+assert (adv.diff().dropna() <= 1e-12).all() and adv.iloc[0] > 1 and adv.iloc[-1] == 1.0, adv.to_dict()
 print("Seesaw facts reproduced")
 """),
 ]
