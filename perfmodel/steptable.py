@@ -38,6 +38,7 @@ class StepTable:
         b = np.where(s > 0, (a1 - a0) / np.maximum((k1 - k0) * s, 1), 0.0)
         a = a0 - b * k0 * s
         self._dec_a, self._dec_b = a.tolist(), b.tolist()
+        self._prefill_cache: dict = {}  # prefill attention by (pt, ps, pairs, pkv)
 
     def _micro(self, pt, ps, pairs, pkv, dn, dkv, m) -> float:
         """Seconds of the largest of m micro-batches through the busiest stage (batch.micro_batch)."""
@@ -50,8 +51,14 @@ class StepTable:
         if dn:
             t += self._dec_a[dn] + self._dec_b[dn] * dkv
         if pt:
-            b = make_batch(prefill_tokens=pt, prefill_seqs=ps, prefill_pairs=pairs, prefill_kv_tokens=pkv)
-            t += float(attention_s(self.spec, self.layout, self.hw, b, self.prof))
+            key = (pt, ps, pairs, pkv)  # exact: the same aggregates give the same time
+            a = self._prefill_cache.get(key)
+            if a is None:
+                if len(self._prefill_cache) > 200_000:  # bound the memory of very long runs
+                    self._prefill_cache.clear()
+                b = make_batch(prefill_tokens=pt, prefill_seqs=ps, prefill_pairs=pairs, prefill_kv_tokens=pkv)
+                a = self._prefill_cache[key] = float(attention_s(self.spec, self.layout, self.hw, b, self.prof))
+            t += a
         return t
 
     def _fits(self, pt, dn, ps) -> bool:
