@@ -150,7 +150,7 @@ def test_attention_fits_recover_held_out_lengths():
     assert prof.attn_decode_time_s(4.0, 4e4, 32, 8, 64) < t96 < prof.attn_decode_time_s(4.0, 4e4, 32, 8, 128)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)  # CI: the same examples every run
 @given(seqs=st.floats(0.5, 5000), kv0=st.floats(0, 1e6), dk=st.floats(1, 1e6), heads=st.sampled_from([1, 8, 32, 64]),
        gqa=st.sampled_from([1, 4, 8]), dim=st.sampled_from([64, 96, 128]))
 def test_decode_is_affine_in_kv_tokens(seqs, kv0, dk, heads, gqa, dim):
