@@ -58,7 +58,7 @@ FLYING_PUBLISHED = {2: 264e3, 4: 959e3, 8: 2.3e6}
 
 def test_flying_serving_max_context():
     """One usable-memory figure per GPU (HBM x utilisation - reserve) shared by all three rows:
-    fitted once by least squares in log space, then every row must be within 10%. This tests the
+    the mean of the three rows' implied values, then every row must be within 10%. This tests the
     model's scaling of weights and KV with TP, which no single constant could fake."""
     spec = load_model("llama-3.1-70b")  # Llama-3-70B shapes
     hw = load_hardware("h200")
