@@ -29,11 +29,6 @@ class Batch:
     def seqs(self) -> np.ndarray:
         return self.prefill_seqs + self.decode_seqs
 
-    def scaled(self, factor) -> "Batch":
-        """Every aggregate times `factor` (a micro-batch of a PP step, a DP share)."""
-        return Batch(*(np.asarray(getattr(self, f.name), dtype=float) * factor
-                       for f in dataclasses.fields(self)))
-
 
 def micro_batch(batch: Batch, m) -> Batch:
     """The largest of m pipeline micro-batches (it paces the pipeline): ceil(1/m) of the
@@ -59,18 +54,23 @@ def make_batch(prefill_tokens=0, prefill_seqs=0, prefill_pairs=0, prefill_kv_tok
     return Batch(*(np.array(v, dtype=float) for v in vals))
 
 
-def batch_from_seqs(new_tokens, context_lens) -> Batch:
-    """One step from per-sequence arrays: `new_tokens[i]` scheduled after `context_lens[i]` cached
-    tokens. A sequence with exactly one new token and a non-empty context decodes; others prefill."""
+def aggregates(new_tokens, context_lens) -> tuple:
+    """(prefill_tokens, prefill_seqs, prefill_pairs, prefill_kv_tokens, decode_seqs, decode_kv_tokens)
+    of one step from per-sequence arrays: `new_tokens[i]` scheduled after `context_lens[i]` cached
+    tokens. A sequence with one new token after a non-empty context decodes; others prefill.
+    Python scalars, in StepTable.time_s's argument order (the simulator's hot path)."""
     n = np.asarray(new_tokens, dtype=float)
     c = np.asarray(context_lens, dtype=float)
     dec = (n == 1) & (c > 0)
     pre = (n > 0) & ~dec
-    return make_batch(
-        prefill_tokens=n[pre].sum(), prefill_seqs=pre.sum(),
-        prefill_pairs=(n[pre] * c[pre] + n[pre] * (n[pre] + 1) / 2).sum(),
-        prefill_kv_tokens=(c[pre] + n[pre]).sum(),
-        decode_seqs=dec.sum(), decode_kv_tokens=(c[dec] + 1).sum())
+    npre, cpre = n[pre], c[pre]
+    return (int(npre.sum()), int(pre.sum()), float((npre * cpre + npre * (npre + 1) / 2).sum()),
+            float((cpre + npre).sum()), int(dec.sum()), float((c[dec] + 1).sum()))
+
+
+def batch_from_seqs(new_tokens, context_lens) -> Batch:
+    """One step from per-sequence arrays (see `aggregates`)."""
+    return make_batch(*aggregates(new_tokens, context_lens))
 
 
 def prefill_batch(prompt_tokens, seqs=1, cached_tokens=0) -> Batch:

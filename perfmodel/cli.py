@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
@@ -28,15 +27,15 @@ def resolve_profile(hw, name: str | None):
 def _explain(spec, hw, prof, args, out) -> None:
     """Per-term breakdown of the first prefill step and a mid-generation decode step."""
     from .batch import decode_batch, prefill_batch
+    from .cost import step_cost
     from .estimate import deployment, instance_layout
+    from .framework import vllm_default_limits
 
     fw = DEFAULT_FRAMEWORK
     src = getattr(prof, "describe", None)
     print(f"\nprofile: {getattr(prof, 'name', None) or 'none (datasheet roofline: ' + hw.name + ')'}", file=out)
     for strategy in split_strategies(args.strategies):
         dep = deployment(strategy, spec, hw, args.gpus, fw, args.threshold)
-        from .cost import step_cost
-        from .framework import vllm_default_limits
         n = min(args.input, vllm_default_limits(hw).max_num_batched_tokens)
         for label, batch, tokens in (("prefill step", prefill_batch(n), n),
                                      ("decode step", decode_batch(1, args.input + args.output // 2), 1)):

@@ -97,12 +97,6 @@ class ParallelLayout:
             return g.reshape(self.dp, -1).tolist()
         raise LayoutError(f"unknown group kind {kind!r}: one of {', '.join(GROUP_KINDS)}")
 
-    def group_of(self, kind: str, rank: int) -> list[int]:
-        for grp in self.groups(kind):
-            if rank in grp:
-                return grp
-        raise LayoutError(f"rank {rank} outside world_size={self.world_size}")
-
     def shift_tp_order(self) -> list[int]:
         """Shift Parallelism's SP_TP order: the TP rank order of the shift config (TP = sp*tp)
         over one SP x TP instance, [s*TP + t for t in range(TP) for s in range(SP)], so that

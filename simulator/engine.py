@@ -14,9 +14,10 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
+from perfmodel.batch import aggregates
 from perfmodel.steptable import StepTable, decode_stretch_s, steps_within
 
-from .scheduler import Batch, blocks_for, grant_in_order, step_aggregates
+from .scheduler import Batch, blocks_for, grant_in_order
 
 
 def event_at(env, t: float, priority=NORMAL):
@@ -239,7 +240,7 @@ class Engine:
                 # sample the first token or (output 0) none.
                 self._all_decode = bool(n and not self._admitted and int(granted.max()) == 1
                                         and int(granted.min()) == 1 and int(self.run.generated.min()) > 0)
-                agg = step_aggregates(self.run.computed, granted)
+                agg = aggregates(granted, self.run.computed)
             mode, table = self.runner.mode_for(agg[0] + agg[4])
             k = self._stretch_steps(granted, agg)
             start = env.now

@@ -69,15 +69,3 @@ def grant_in_order(wants: np.ndarray, budget: int) -> np.ndarray:
 def blocks_for(tokens, block_size: int):
     """KV blocks that hold `tokens` tokens (ceil division)."""
     return -(-np.asarray(tokens, dtype=np.int64) // block_size)
-
-
-def step_aggregates(computed: np.ndarray, granted: np.ndarray) -> tuple:
-    """(pt, ps, pairs, pkv, dn, dkv) of a step: a request granted one token after a non-empty
-    context decodes, any other granted request prefills a chunk (perfmodel.batch semantics)."""
-    g = granted.astype(float)
-    c = computed.astype(float)
-    dec = (granted == 1) & (computed > 0)
-    pre = (granted > 0) & ~dec
-    gp, cp = g[pre], c[pre]
-    return (int(gp.sum()), int(pre.sum()), float((gp * cp + gp * (gp + 1) / 2).sum()),
-            float((cp + gp).sum()), int(dec.sum()), float((c[dec] + 1).sum()))

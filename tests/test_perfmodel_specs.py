@@ -1,7 +1,6 @@
 """ModelSpec parsing, parameter counts against the model cards, FLOPs against the cost model's GEMMs."""
 import json
 
-import numpy as np
 import pytest
 
 from perfmodel import cost

@@ -13,7 +13,6 @@
   that window. For Llama-3.3-70B on 8 x H200 TP=8 the whole run is within 5% too. Where KV, not
   the token budget, bounds concurrency the estimate is conservative (see the KV-bound test).
 """
-import numpy as np
 import pytest
 from test_sim_util import batch, hardware, model, run, workload
 

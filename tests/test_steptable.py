@@ -40,3 +40,16 @@ def test_decode_affine_and_closed_form_stretch():
     k = steps_within(c0, c1, k0, n, stepwise)
     assert k == 50 or decode_stretch_s(c0, c1, k0, n, 50) > stepwise
     assert steps_within(c0, c1, k0, n, 0.0) == 0
+
+
+def test_per_sequence_aggregates_agree_between_table_and_step_cost():
+    """The simulator's scalar aggregates and perfmodel's batch_from_seqs are one definition."""
+    from perfmodel.batch import aggregates, batch_from_seqs
+
+    spec, hw = load_model("llama-3.1-8b"), load_hardware("h100")
+    tab = StepTable(spec, ParallelLayout(tp=2), hw, max_tokens=4096, max_seqs=64)
+    new, ctx = np.array([1, 1, 300, 1, 57]), np.array([900, 12, 0, 4000, 200])  # 3 decodes, 2 chunks
+    agg = aggregates(new, ctx)
+    assert agg[:2] == (357, 2) and agg[4] == 3 and agg[5] == 901 + 13 + 4001
+    want = float(step_cost(spec, ParallelLayout(tp=2), hw, batch_from_seqs(new, ctx)).total_s)
+    assert tab.time_s(*agg) == pytest.approx(want, rel=1e-9)
