@@ -129,12 +129,37 @@ def fsdp_step_s(local_s, spec, hw, cfg: SiDPConfig, prof=None):
     return np.where(local > 0, local + spec.num_layers * ag, 0.0)
 
 
-def b_star(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
-           max_batch: int = 8192) -> int:
-    """B*: the smallest per-replica decode batch (contexts of `ctx` tokens) whose per-layer compute
-    hides one layer's fetch (SYSTEMS.md 3: WaS at or above B*, CaS below)."""
+def hide_batch(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
+               max_batch: int = 8192) -> int:
+    """The smallest per-replica decode batch (contexts of `ctx` tokens) whose per-layer compute
+    hides one layer's fetch: above it WaS costs what a replica holding every weight costs
+    (SYSTEMS.md 3's definition of B*)."""
     b = np.arange(1, max_batch + 1, dtype=float)
     local = step_cost(spec, ParallelLayout(tp=cfg.tp), hw, decode_batch(b, ctx), prof, fw).total_s
     c = (local - fw.step_overhead_s) / spec.num_layers
     ok = np.nonzero(c >= fetch_s(spec, hw, cfg, prof))[0]
     return int(b[ok[0]]) if len(ok) else max_batch
+
+
+def b_star(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
+           max_batch: int = 8192) -> int:
+    """B*, the orchestrator's threshold: the smallest per-replica decode batch (every replica at
+    it, contexts of `ctx` tokens) at which a WaS step is no slower than a CaS step. It is at most
+    hide_batch: below hide_batch WaS waits on the fetch, but CaS in lockstep runs the owners one
+    layer at a time, so its FFN costs the whole group's rows on one GPU (D x the local FFN once the
+    GEMM is compute-bound) and it overtakes the fetch-bound WaS step well before compute hides the
+    fetch (Llama-3.1-70B, H200, D=4 x TP2: ~200 rows vs ~880). Found by bisection: WaS - CaS
+    falls with the batch (CaS grows D x faster)."""
+    def was_not_slower(b: int) -> bool:
+        local = float(step_cost(spec, ParallelLayout(tp=cfg.tp), hw, decode_batch(np.array([float(b)]), ctx),
+                                prof, fw).total_s[0])
+        cas = cas_step_s(local, np.full(cfg.dp, float(b)), 0, spec, hw, cfg, prof)
+        return float(was_step_s(local, spec, hw, cfg, 0, prof, fw)) <= cas
+
+    lo, hi = 1, min(max_batch, hide_batch(spec, hw, cfg, ctx, prof, fw, max_batch))
+    if not was_not_slower(hi):
+        return hi
+    while lo < hi:  # smallest b in [lo, hi] with was_not_slower(b)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if was_not_slower(mid) else (mid + 1, hi)
+    return lo

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from perfmodel import sidp
+from perfmodel.estimate import deployment
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.memory import sidp_plan
 
@@ -158,20 +159,32 @@ class SiDPPlan(EnginePlan):
 
 
 ARGS = {"mode": str, "dp": int, "tp": int, "slots": int, "window": int, "peak_shifting": _flag,
-        "cas": str, "b_star": int, "hysteresis": int, "ctx": int}
+        "cas": str, "b_star": int, "b_star_rule": str, "hysteresis": int, "ctx": int}
+B_STAR_RULES = {"crossover": sidp.b_star, "hide": sidp.hide_batch}
 
 
 def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict) -> list[EnginePlan]:
     """SiDP over `gpus` GPUs (SYSTEMS.md 3). Arguments: mode (auto | was | cas | fsdp; auto switches
     on B*), dp (replicas, default gpus // tp), tp (GPUs per replica, default 1), slots (weight cache
     slots, 2), window (look-ahead layers, 1), peak_shifting (on), cas (v1 | v2 | v3: +fusion,
-    +dummy skipping; v3), b_star (rows; default from perfmodel.sidp.b_star at `ctx` tokens of
-    context, default 1024), hysteresis (decisions, 16)."""
+    +dummy skipping; v3), b_star (rows; default by b_star_rule at `ctx` tokens of context, 1024),
+    b_star_rule (crossover: where WaS stops being slower than CaS, perfmodel.sidp.b_star, the
+    default; hide: where compute hides the fetch, SYSTEMS.md's wording, perfmodel.sidp.hide_batch),
+    hysteresis (decisions, 16). tp defaults to the static DP deployment's TP (the smallest that
+    holds the model: the SiDP paper compares "under the same configurations")."""
     a = _parse_args(policy_args, ARGS)
     mode = a.get("mode", "auto")
     if mode not in MODES:
         raise ValueError(f"policy argument mode={mode!r}: one of {', '.join(MODES)}")
-    tp = a.get("tp", int(layout.partition("tp=")[2].split(",")[0]) if layout and "tp=" in layout else 1)
+    if "tp" in a:
+        tp = a["tp"]
+    elif layout and "tp=" in layout:
+        tp = int(layout.partition("tp=")[2].split(",")[0])
+    else:
+        tp = deployment("dp", spec, hw, gpus, fw).base.tp
+    rule = a.get("b_star_rule", "crossover")
+    if rule not in B_STAR_RULES:
+        raise ValueError(f"policy argument b_star_rule={rule!r}: one of {', '.join(B_STAR_RULES)}")
     dp = a.get("dp", gpus // tp)
     if dp * tp > gpus:
         raise LayoutError(f"SiDP dp={dp} x tp={tp} needs {dp * tp} GPUs but only {gpus} are given")
@@ -182,7 +195,7 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     if not plan.fits:
         raise LayoutError(f"{spec.name} does not fit SiDP dp={dp}, tp={tp} on {hw.name}: "
                           f"{(plan.weight_bytes_per_gpu + plan.extra_bytes_per_gpu) / 1e9:.1f} GB per GPU")
-    bstar = a.get("b_star") or sidp.b_star(spec, hw, cfg, a.get("ctx", 1024), fw=fw)
+    bstar = a.get("b_star") or B_STAR_RULES[rule](spec, hw, cfg, a.get("ctx", 1024), fw=fw)
     orch = Orchestrator(dp, bstar, a.get("hysteresis", HYSTERESIS_DECISIONS), None if mode == "auto" else mode)
     names = ("was", "cas") if mode == "auto" else (mode,)
     return [SiDPPlan({m: SiDPMode(m, r, orch, cfg) for m in names}, lambda t, r=r: orch.decide(r, t),

@@ -1,11 +1,14 @@
 """SiDP (SYSTEMS.md 3) in perfmodel.sidp and `--policy sidp` (issue #6 acceptance).
 
-Llama-3.1-70B bf16 on 8 x H200: static DP needs TP=2 (4 replicas); SiDP runs 8 one-GPU replicas.
+Llama-3.1-70B bf16 on 8 x H200: static DP needs TP=2 (4 replicas); SiDP defaults to the same
+configuration (4 replicas of TP=2, the paper's "under the same configurations"), dp=8 x tp=1 on request.
 """
 import numpy as np
 import pytest
 
 from perfmodel import memory, sidp
+from perfmodel.batch import decode_batch
+from perfmodel.cost import step_cost
 from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
@@ -14,7 +17,7 @@ from simulator.policies_eval import run_summary, workload
 
 MODEL = dict(model="llama-3.1-70b", weights="bf16")
 SPEC, HW = load_model("llama-3.1-70b"), load_hardware("h200")
-TAIL = "batch?n=12&input=1024&output=64-512&seed=3"  # fewer requests than 2 per replica: a tail
+TAIL = "batch?n=12&input=1024&output=64-512&seed=3"  # 3 requests per replica: a tail
 
 
 def _sidp(wl, frames=False, **args):
@@ -23,10 +26,14 @@ def _sidp(wl, frames=False, **args):
 
 def test_kv_capacity_gain_equals_memory_plan():
     wl = workload("batch?n=8&input=512&output=8")
-    got = _sidp(wl)["kv_capacity_tokens"] / run_summary(wl, "dp", **MODEL)["kv_capacity_tokens"]
-    want = (8 * memory.sidp_plan(SPEC, HW, 8).kv_capacity_tokens
-            / (4 * memory.plan(SPEC, ParallelLayout(tp=2), HW).kv_capacity_tokens))
-    assert got == pytest.approx(want, rel=1e-3) and got > 1.3  # engine rounds capacity to KV blocks
+    static = 4 * memory.plan(SPEC, ParallelLayout(tp=2), HW).kv_capacity_tokens
+    assert run_summary(wl, "dp", **MODEL)["kv_capacity_tokens"] == pytest.approx(static, rel=1e-3)
+    for args, dp, tp in (({}, 4, 2), ({"tp": 1}, 8, 1)):
+        got = _sidp(wl, **args)["kv_capacity_tokens"] / static
+        want = dp * memory.sidp_plan(SPEC, HW, dp, tp).kv_capacity_tokens / static
+        assert got == pytest.approx(want, rel=1e-3), args  # engine rounds capacity to KV blocks
+    # the paper: "up to 1.8x" usable KV under the same configuration (DP4 x TP2 here)
+    assert 1.3 < _sidp(wl)["kv_capacity_tokens"] / static < 1.8
 
 
 def test_was_regimes():
@@ -46,8 +53,24 @@ def test_cas_variants_and_b_star():
     rows = np.array([4, 4, 0, 0, 0, 0, 0, 0])
     t = {v: sidp.cas_step_s(0.05, rows, 0, SPEC, HW, sidp.SiDPConfig(cas_variant=v)) for v in sidp.CAS_VARIANTS}
     assert t["v1"] > t["v2"] > t["v3"]
-    cfg = sidp.SiDPConfig()
-    assert sidp.b_star(SPEC, HW, cfg, ctx=4096) < sidp.b_star(SPEC, HW, cfg, ctx=1024)  # attention helps hide
+    for cfg in (sidp.SiDPConfig(), sidp.SiDPConfig(dp=4, tp=2)):
+        assert sidp.b_star(SPEC, HW, cfg, ctx=4096) < sidp.b_star(SPEC, HW, cfg, ctx=1024)  # attention helps
+        assert sidp.hide_batch(SPEC, HW, cfg, ctx=4096) < sidp.hide_batch(SPEC, HW, cfg, ctx=1024)
+
+
+@pytest.mark.parametrize("dp,tp", [(8, 1), (4, 2), (2, 4)])
+def test_b_star_is_the_was_cas_crossover(dp, tp):
+    """B* is where WaS stops being slower than CaS (every replica at the batch): checked one row
+    either side against the two step models, and it lies below the compute-hides-fetch point."""
+    cfg, ctx = sidp.SiDPConfig(dp=dp, tp=tp), 2048
+
+    def was_minus_cas(b):
+        local = float(step_cost(SPEC, ParallelLayout(tp=tp), HW, decode_batch(np.array([float(b)]), ctx)).total_s[0])
+        return float(sidp.was_step_s(local, SPEC, HW, cfg)) - sidp.cas_step_s(local, np.full(dp, float(b)), 0, SPEC, HW, cfg)
+
+    b = sidp.b_star(SPEC, HW, cfg, ctx=ctx)
+    assert was_minus_cas(b) <= 0 < was_minus_cas(b - 1)
+    assert 1 < b < sidp.hide_batch(SPEC, HW, cfg, ctx=ctx)
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +97,21 @@ def test_ablation_ordering_on_the_tail():
 
 def test_peak_shifting_on_beats_off_at_dp8():
     wl = workload("batch?n=200&input=4096&output=16&seed=1")
-    on = _sidp(wl, mode="was")["total_token_throughput"]
-    off = _sidp(wl, mode="was", peak_shifting="off")["total_token_throughput"]
+    on = _sidp(wl, mode="was", tp=1)["total_token_throughput"]
+    off = _sidp(wl, mode="was", tp=1, peak_shifting="off")["total_token_throughput"]
     assert on > 1.2 * off
 
 
-@pytest.mark.xfail(strict=True, reason="perf model: SiDP's decode-only steps (KV-bound, ~60 seqs per replica) "
-                   "are fetch-bound in WaS (3.1 ms/layer over NVLink vs ~0.6 ms compute) and owner-serialised "
-                   "in CaS, so the 4K offline job runs at ~0.7x of the best static (DP2xTP4); see docs/policies.md")
-def test_long_context_offline_beats_best_static(offline):
-    best = max(run_summary(offline, "layout", layout=f"tp={t}", **MODEL)["total_token_throughput"] for t in (2, 4, 8))
-    assert _sidp(offline)["total_token_throughput"] > best
+@pytest.mark.xfail(strict=True, reason="perf model: at the same configuration (4 x TP2) SiDP's 1.75x KV is "
+                   "used, but a WaS step cannot cost less than its NVLink fetch (60 layers x 0.70 GB at 450 GB/s = "
+                   "94 ms) and lockstep CaS runs every layer's FFN for the whole group on its owner, so steps that "
+                   "are not compute-bound lose what the larger batch wins: 0.92x of the best static at 4K prompts, "
+                   "0.91x at 1K (vLLM default budget); see docs/policies.md")
+@pytest.mark.parametrize("prompt,floor", [(4096, 1.0), (1024, 0.95)])
+def test_offline_throughput_vs_best_static(prompt, floor):
+    """Issue #6: on a long-context offline job SiDP beats the best DP x TP layout (4K prompts) and is
+    within 5% of it at 1K prompts. 3000 requests at t=0: each replica turns its KV over many times,
+    so the run is the steady state of an offline job, not one admission wave."""
+    wl = workload(f"batch?n=3000&input={prompt}&output=16-496&seed=0")
+    best = max(run_summary(wl, "layout", layout=f"tp={t}", **MODEL)["total_token_throughput"] for t in (2, 4, 8))
+    assert _sidp(wl)["total_token_throughput"] > floor * best
