@@ -24,6 +24,9 @@ CAS_VARIANTS = {  # name: (owner fuses all rows into one GEMM, replicas with no 
     "v2": (True, False),  # + owner GEMM fusion (19 s)
     "v3": (True, True),  # + dummy skipping (12 s): the default
 }
+# What-if, not in SYSTEMS.md: replicas staggered by a layer, so at any moment each owner serves one
+# replica (no fusion) and all owners work at once; see cas_step_s.
+STAGGERED = "staggered"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +44,8 @@ class SiDPConfig:
         if self.dp < 2 or self.tp < 1 or self.cache_slots < 1 or self.window < 1:
             raise ValueError(f"SiDP needs dp >= 2 (got {self.dp}), tp >= 1 ({self.tp}), cache_slots >= 1 "
                              f"({self.cache_slots}) and window >= 1 ({self.window})")
-        if self.cas_variant not in CAS_VARIANTS:
-            raise ValueError(f"cas_variant={self.cas_variant!r}: one of {', '.join(CAS_VARIANTS)}")
+        if self.cas_variant not in (*CAS_VARIANTS, STAGGERED):
+            raise ValueError(f"cas_variant={self.cas_variant!r}: one of {', '.join(CAS_VARIANTS)}, {STAGGERED}")
 
 
 def ffn_layer_bytes(spec, tp: int = 1) -> float:
@@ -114,10 +117,20 @@ def cas_ffn_s(rows, spec, hw, cfg: SiDPConfig, prof=None) -> float:
 
 def cas_step_s(local_s, rows, rank: int, spec, hw, cfg: SiDPConfig, prof=None) -> float:
     """Compute-as-a-service step of replica `rank`: its local step without its own FFN GEMMs, plus
-    the group's FFN service (cas_ffn_s), in which every replica waits for every layer's owner."""
+    the group's FFN service (cas_ffn_s), in which every replica waits for every layer's owner.
+
+    cas_variant="staggered" is a what-if, not SYSTEMS.md's CaS: replica r runs layer l while the
+    others run l +- 1, ..., so each owner serves one replica at a time and all owners work at once.
+    Per layer a GPU then does its own attention and one replica's FFN, which for equal batches is
+    the local step; the replica adds its activation round trips to the R remote owners. Optimistic:
+    replicas are assumed equally paced (a slower one would hold the others back)."""
     local = float(local_s)
     if local <= 0:
         return 0.0
+    if cfg.cas_variant == STAGGERED:
+        msg = float(ops.collective_time_s("send_recv", float(rows[rank]) * spec.hidden_size * ACT_BYTES / cfg.tp,
+                                          2, hw, prof))
+        return local + 2 * (spec.num_layers - owned_layers(spec, cfg.dp, rank)) * msg
     own_ffn = spec.num_layers * float(ffn_gemm_s(spec, hw, float(rows[rank]), cfg.tp, prof))
     return local - own_ffn + cas_ffn_s(rows, spec, hw, cfg, prof)
 

@@ -167,7 +167,7 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     """SiDP over `gpus` GPUs (SYSTEMS.md 3). Arguments: mode (auto | was | cas | fsdp; auto switches
     on B*), dp (replicas, default gpus // tp), tp (GPUs per replica, default 1), slots (weight cache
     slots, 2), window (look-ahead layers, 1), peak_shifting (on), cas (v1 | v2 | v3: +fusion,
-    +dummy skipping; v3), b_star (rows; default by b_star_rule at `ctx` tokens of context, 1024),
+    +dummy skipping; v3; or the what-if `staggered`, perfmodel.sidp.cas_step_s), b_star (rows; default by b_star_rule at `ctx` tokens of context, 1024),
     b_star_rule (crossover: where WaS stops being slower than CaS, perfmodel.sidp.b_star, the
     default; hide: where compute hides the fetch, SYSTEMS.md's wording, perfmodel.sidp.hide_batch),
     hysteresis (decisions, 16). tp defaults to the static DP deployment's TP (the smallest that
