@@ -16,10 +16,11 @@ from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
 from perfmodel.steptable import StepTable
 
 from .config import EngineConfig
-from .engine import Engine, event_at
+from .engine import Engine
 from .policies import POLICIES
 from .records import RequestRecords, StepRecords
 from .runner import Runner
+from .stretch import event_at
 
 ROUTERS = ("round-robin", "least-tokens", "shortest-queue")
 

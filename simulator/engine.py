@@ -7,27 +7,15 @@ process, which then finishes the step in progress and re-plans, exactly as step-
 """
 from __future__ import annotations
 
-import heapq
 from collections import deque
 
 import numpy as np
-import simpy
-from simpy.events import NORMAL
 
 from perfmodel.batch import aggregates
-from perfmodel.steptable import StepTable, decode_stretch_s, steps_within
+from perfmodel.steptable import StepTable, decode_stretch_s
 
 from .scheduler import Batch, blocks_for, grant_in_order
-
-
-def event_at(env, t: float, priority=NORMAL):
-    """A triggered event processed at exactly time t (never before now). Environment.schedule
-    takes a delay, and now + (t - now) can miss t by an ulp, e.g. issuing a request just before its
-    arrival time; this pushes the same heap entry schedule() would, at t itself."""
-    ev = simpy.Event(env)
-    ev._ok, ev._value = True, None  # what Event.succeed() sets
-    heapq.heappush(env._queue, (max(t, env.now), priority, next(env._eid), ev))
-    return ev
+from .stretch import sleep_stretch
 
 
 class Engine:
@@ -271,37 +259,8 @@ class Engine:
         return got
 
     def _sleep_stretch(self, dur):
-        """Sleep through a stretch; on an interrupt, end it after the step in progress (or at the
-        step ending right now, if the interrupting request is seen at a boundary)."""
-        start, c0, c1, k0, n, k = self._stretch
-        done = self.env.timeout(dur)
-        while True:
-            try:
-                yield done
-                break
-            except simpy.Interrupt as irq:
-                if self._stretch is None:  # a second request of the same instant: already cut
-                    continue
-                self._stretch = None  # later arrivals just queue
-                cut = self._steps_until_now(start, c0, c1, k0, n, irq.cause)
-                if cut < k:
-                    k = cut
-                    done = event_at(self.env, start + decode_stretch_s(c0, c1, k0, n, k))
-        self._stretch = None
-        return k, self.env.now - start
-
-    def _steps_until_now(self, start, c0, c1, k0, n, at_boundary: bool) -> int:
-        """Steps of the stretch that end before the step in progress now; a step ending exactly now
-        (compared in absolute time, as simpy computes start + delay) ends the stretch when the
-        interrupting request is seen at a boundary, else the step after it still runs."""
-        now = self.env.now
-        j = steps_within(c0, c1, k0, n, now - start)
-        while j > 0 and start + decode_stretch_s(c0, c1, k0, n, j) > now:
-            j -= 1
-        while start + decode_stretch_s(c0, c1, k0, n, j + 1) <= now:
-            j += 1
-        on_boundary = j >= 1 and start + decode_stretch_s(c0, c1, k0, n, j) == now
-        return j if on_boundary and at_boundary else j + 1
+        """Sleep through the planned stretch (simulator.stretch.sleep_stretch); returns (k, duration)."""
+        return (yield from sleep_stretch(self, dur))
 
     def _apply(self, granted, k: int, all_decode: bool) -> None:
         """State after the step (k = 1) or the k-step decode stretch that just ended."""
