@@ -193,7 +193,9 @@ reproduces: storing each FFN layer on one owner frees HBM for KV cache; WaS wins
 and CaS at small ones (the crossover, B*); the paper's ablation ordering on the tail of an offline
 job (FSDP-style > CaS v1 > v2 > v3) and peak shifting beating no peak shifting. Not reproduced (and
 not asserted): the published ~1.5x offline throughput over the best static layout (see
-docs/policies.md); the throughput-vs-prompt-length panel shows where the model stands.
+docs/policies.md: SiDP's KV gain over the *best* static layout, DP2 x TP4, is only 1.06x); the
+throughput-vs-prompt-length panel shows where the model stands. `--policy sidp` runs the static DP
+deployment's layout (4 replicas of TP2 here); the WaS/CaS panel shows 8 one-GPU replicas.
 """),
     ("code", """
 from perfmodel import memory, sidp
