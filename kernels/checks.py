@@ -178,6 +178,9 @@ def suite(world_size: int) -> dict:
             "shift_tpsp": dict(strategy="shift", threshold=8, layout=L(sp=2, tp=2)),  # SP_TP = [0, 2, 1, 3]
             "shift_tpsp_wrong_order": dict(strategy="shift", threshold=8, layout=L(sp=2, tp=2), order=[0, 1, 2, 3]),
             "seesaw_tp2pp2": dict(strategy="seesaw", script="seesaw", layout=L(tp=2, pp=2), run_id=2),
+            # replicas of TP2 (the simulator's default SiDP layout for 70B bf16 on 8 x H200)
+            "sidp_tp_was": dict(strategy="sidp", mode="was", layout=L(dp=2, tp=2), spec_overrides={"num_layers": 8}),
+            "sidp_tp_cas": dict(strategy="sidp", mode="cas", layout=L(dp=2, tp=2), spec_overrides={"num_layers": 8}),
         })
     return s
 

@@ -87,7 +87,10 @@ def _replicated(strategy, model, layout, rank, opts):
         tp = make_group(layout.groups("tp"))
         apply_tp(apply_ep(model, layout, make_group(layout.groups("ep")), tp), layout, tp)
     if strategy == "sidp":
-        rt = apply_sidp(model, layout, make_group(layout.groups("dp")), opts.get("slots"), opts.get("cycle"))
+        tp = make_group(layout.groups("tp")) if layout.tp > 1 else None
+        if tp is not None:  # replicas are TP groups: shard first, then share the FFN shards
+            apply_tp(model, layout, tp)
+        rt = apply_sidp(model, layout, make_group(layout.groups("dp")), opts.get("slots"), opts.get("cycle"), tp)
         forced = opts.get("mode", "auto")
         mode = {"now": "was" if forced == "auto" else forced}
     cache = make_cache(model)

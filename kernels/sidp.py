@@ -7,6 +7,12 @@ live only on its owner o(l) = l mod D. Two numerically equivalent modes (SYSTEMS
 * CaS (compute-as-a-service): a non-owner sends its FFN input rows to o(l) ('send_recv',
   'sidp_cas_in'); the owner runs one fused GEMM over its own and all received rows and returns
   each slice ('sidp_cas_out'). Replicas with no rows (dummies) send nothing.
+
+Replicas may be TP groups (layout dp=D, tp=T; apply_tp first): the DP group of a rank is the ranks
+with its TP coordinate, so TP rank t of a replica fetches (WaS) or is served by (CaS) TP rank t of
+the owner, which holds FFN shard t (3*d*f/T elements). Either way the result is shard t's partial
+sum over the full (n, d) rows, and the replica all-reduces it over its TP group ('ffn_out'), the
+all_reduce a TP FFN ends with anyway.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import collections
 import torch
 from torch import nn
 
-from .comm import Group, irecv, isend, p2p, p2p_expose
+from .comm import Group, all_reduce, irecv, isend, p2p, p2p_expose
 from .kvcache import run_step
 from .model import MLP, swiglu
 
@@ -134,34 +140,40 @@ class SiDPRuntime:
 
 
 class SiDPFFN(nn.Module):
-    """Stands in for layer `layer`'s MLP; holds its weights only on the owner."""
+    """Stands in for layer `layer`'s MLP; holds its weights only on the owner. With TP inside the
+    replica the FFN result is this rank's shard's partial sum: all_reduce over `tp` (n*d*b)."""
 
-    def __init__(self, layer: int, runtime: SiDPRuntime):
+    def __init__(self, layer: int, runtime: SiDPRuntime, tp: Group | None = None):
         super().__init__()
-        self.layer, self.runtime = layer, runtime
+        self.layer, self.runtime, self.tp = layer, runtime, tp
 
     def forward(self, x):  # (n, d) -> (n, d)
-        return self.runtime.ffn(self.layer, x)
+        y = self.runtime.ffn(self.layer, x)
+        return all_reduce(y, self.tp, "ffn_out") if self.tp is not None and self.tp.size > 1 else y
 
 
-def apply_sidp(model, layout, group: Group, slots: int | None = None, cycle: int | None = None) -> SiDPRuntime:
+def apply_sidp(model, layout, group: Group, slots: int | None = None, cycle: int | None = None,
+               tp: Group | None = None) -> SiDPRuntime:
     """Keep FFN weights of owned layers only (packed w1|w3|w2), replace every MLP by SiDPFFN.
-    Defaults: cycles of D layers, max(2, remote layers per cycle) slots."""
+    Defaults: cycles of D layers, max(2, remote layers per cycle) slots. `tp`: the replica's TP
+    group when layout.tp > 1 (the model already sharded by apply_tp: f/T FFN columns per rank)."""
     spec = model.spec
     if spec.is_moe or layout.dp != group.size:
         raise ValueError(f"SiDP needs a dense model and a DP group of dp={layout.dp}, got "
                          f"{spec.name} and {group.size} ranks")
+    if layout.tp != (tp.size if tp is not None else 1):
+        raise ValueError(f"SiDP layout tp={layout.tp} needs the model sharded over a TP group of that size")
     p = next(model.parameters())
     cycle = cycle or group.size
     slots = slots or max(2, min_slots(group.size, spec.num_layers, cycle))
-    rt = SiDPRuntime(group, spec.num_layers, spec.hidden_size, spec.intermediate_size, slots, cycle,
-                     p.dtype, p.device)
+    f_local = model.layers[0].mlp.w1.weight.shape[0]  # f / T after apply_tp
+    rt = SiDPRuntime(group, spec.num_layers, spec.hidden_size, f_local, slots, cycle, p.dtype, p.device)
     for i, layer in enumerate(model.layers):
         assert isinstance(layer.mlp, MLP)
         if owner(i, group.size) == group.index:
             m = layer.mlp
             rt.packed[i] = torch.cat([m.w1.weight.flatten(), m.w3.weight.flatten(), m.w2.weight.flatten()])
-        layer.mlp = SiDPFFN(i, rt)  # non-owners drop the layer's FFN weights
+        layer.mlp = SiDPFFN(i, rt, tp)  # non-owners drop the layer's FFN weights (and TP's ffn_out hook)
     return rt
 
 

@@ -108,7 +108,9 @@ def cas_ffn_s(rows, spec, hw, cfg: SiDPConfig, prof=None) -> float:
         gemm = float(ffn_gemm_s(spec, hw, act.sum(), cfg.tp, prof))
     else:
         gemm = float(np.sum(ffn_gemm_s(spec, hw, act[act > 0], cfg.tp, prof)))
-    msg = ops.collective_time_s("send_recv", act * spec.hidden_size * ACT_BYTES / cfg.tp, 2, hw, prof)
+    # every TP rank of a replica ships its full (rows, d) FFN input to the owner's rank with the same
+    # TP index and gets that shard's partial sums back (kernels/sidp.py; tests/test_kernels_parity)
+    msg = ops.collective_time_s("send_recv", act * spec.hidden_size * ACT_BYTES, 2, hw, prof)
     total = 0.0
     for owner in range(cfg.dp):  # each owner serves its layers; senders = every other replica with rows
         total += owned_layers(spec, cfg.dp, owner) * (2 * float(msg.sum() - msg[owner]) + gemm)
@@ -128,8 +130,7 @@ def cas_step_s(local_s, rows, rank: int, spec, hw, cfg: SiDPConfig, prof=None) -
     if local <= 0:
         return 0.0
     if cfg.cas_variant == STAGGERED:
-        msg = float(ops.collective_time_s("send_recv", float(rows[rank]) * spec.hidden_size * ACT_BYTES / cfg.tp,
-                                          2, hw, prof))
+        msg = float(ops.collective_time_s("send_recv", float(rows[rank]) * spec.hidden_size * ACT_BYTES, 2, hw, prof))
         return local + 2 * (spec.num_layers - owned_layers(spec, cfg.dp, rank)) * msg
     own_ffn = spec.num_layers * float(ffn_gemm_s(spec, hw, float(rows[rank]), cfg.tp, prof))
     return local - own_ffn + cas_ffn_s(rows, spec, hw, cfg, prof)

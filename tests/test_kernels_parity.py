@@ -107,6 +107,25 @@ def test_sidp_moves_weights_or_activations(w):
     assert dummies > 0  # replicas with no work took part (and sent no activations)
 
 
+def test_sidp_with_tp_replicas_moves_shards_and_reduces_partials():
+    """dp=2 x tp=2: TP rank t fetches (WaS) or is served by (CaS) TP rank t of the owner, which
+    holds shard t (3 d f/2); the replica all-reduces the partial FFN sums (n d per layer)."""
+    spec = make_spec("tiny", num_layers=8)
+    d, f, L = spec.hidden_size, spec.intermediate_size, spec.num_layers
+    owned = L // 2  # layers of each replica (l mod 2)
+    for name in ("sidp_tp_was", "sidp_tp_cas"):
+        for per_rank in steps(4, name):
+            for rank, s in enumerate(per_rank):
+                replica = rank // 2  # layout (dp, tp): ranks 0, 1 = replica 0
+                n = s["replica_rows"][replica]
+                b = s["bytes"]
+                assert b.get(("all_reduce", "ffn_out"), 0) == L * n * d * 4
+                if name == "sidp_tp_was":
+                    assert b.get(("p2p", "sidp_was_fetch"), 0) == (L - owned) * 3 * d * (f // 2) * 4 * (n > 0)
+                else:
+                    assert b.get(("send_recv", "sidp_cas_in"), 0) == (L - owned) * n * d * 4
+
+
 @pytest.mark.parametrize("w,name", [(2, "seesaw"), (4, "seesaw"), (4, "seesaw_tp2pp2")])
 def test_seesaw_reshards_through_the_host_store(w, name):
     spec = make_spec("tiny")
