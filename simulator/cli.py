@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-waiting", type=int, default=0, help="admission cap (0 = unlimited)")
     p.add_argument("--priority-scheduling", action="store_true", help="serve waiting requests by priority")
     p.add_argument("--no-fast-forward", action="store_true", help="step by step (same per-request results)")
+    p.add_argument("--reserve-full-prompt", action="store_true",
+                   help="admit a request only if its whole prompt fits the free KV (later vLLM's "
+                        "--scheduler-reserve-full-isl); default: its first chunk (vLLM 0.9)")
     p.add_argument("--slo-ttft-ms", type=float)
     p.add_argument("--slo-tpot-ms", type=float)
     p.add_argument("--window-s", type=float, default=10.0, help="time-series window")
@@ -82,7 +85,8 @@ def run_one(policy: str, args, workload, spec, hw, prof) -> tuple[dict, object, 
     eng = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                        enable_chunked_prefill=not args.no_chunked_prefill, block_size=args.block_size,
                        schedule_order=args.schedule_order, max_waiting=args.max_waiting,
-                       priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward)
+                       priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward,
+                       reserve_full_prompt=args.reserve_full_prompt)
     cfg = SimConfig(policy=policy, layout=args.layout, gpus=args.gpus, policy_args=_policy_args(args.policy_arg),
                     engine=eng, router=args.router, max_concurrency=args.max_concurrency)
     from tqdm import tqdm

@@ -18,6 +18,11 @@ class EngineConfig:
     schedule_order: str = "decode-first"  # v1: running requests (decodes) first, then waiting
     max_waiting: int = 0  # admission cap: reject arrivals when this many wait (0 = unlimited)
     priority_scheduling: bool = False  # serve waiting requests by (priority, arrival) not FCFS
+    # admit a waiting request only if its whole prompt (+ tokens to recompute) fits the free blocks,
+    # not just its first chunk: later vLLM's --scheduler-reserve-full-isl (default on there), which
+    # stops chunked prefill over-admitting and then preempting under KV pressure. Off = vLLM 0.9,
+    # the version the framework constants describe.
+    reserve_full_prompt: bool = False
     fast_forward: bool = True  # advance decode-only stretches in closed form
 
     def __post_init__(self):

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_sim_util import assert_monotone, batch, checked_engines, run, run_both, workload
+from test_sim_util import assert_monotone, assert_same_requests, batch, checked_engines, run, run_both, workload
 
 from simulator.metrics import check_conservation, summarize
 
@@ -143,3 +143,39 @@ def test_priority_scheduling_serves_lower_priority_value_first():
     f = _frame(res)
     order = f.iloc[1:].sort_values("scheduled_s")["priority"].tolist()
     assert order == [0, 0, 0, 1, 1, 1]
+
+
+def test_reserve_full_prompt_admits_only_prompts_that_fit_whole(monkeypatch):
+    """--reserve-full-prompt (later vLLM's --scheduler-reserve-full-isl): a waiting request is
+    admitted only if its whole prompt (+ recompute) fits the free blocks left for it, checked at
+    every admission; under KV pressure with small chunks this stops the admit-then-preempt churn
+    of first-chunk admission, and the run stays exact under fast-forward."""
+    from simulator import cluster
+    from simulator.engine import Engine
+    from simulator.scheduler import blocks_for
+
+    seen = []
+
+    class Checked(Engine):
+        def _admit(self, granted, left, free):
+            before = len(self._adm_cols)
+            out = super()._admit(granted, left, free)
+            for (pos, prompt, _, _, gen, _), chunk in zip(self._adm_cols[before:], self._adm_tok[before:]):
+                assert int(blocks_for(prompt + gen, self.bs)) <= free, (pos, prompt + gen, free)
+                free -= int(blocks_for(chunk, self.bs))  # what the chunk takes; the next one sees the rest
+                seen.append(pos)
+            return out
+
+    rng = np.random.default_rng(5)
+    n = 40
+    w = workload(np.zeros(n), rng.integers(1200, 2000, n), rng.integers(50, 400, n))
+    eng = dict(max_num_batched_tokens=512)
+    plain = _frame(run(w, util=0.14, engine=eng))
+    monkeypatch.setattr(cluster, "Engine", Checked)
+    ff, step = run_both(w, util=0.14, engine={**eng, "reserve_full_prompt": True})
+    assert len(seen) >= n
+    assert_same_requests(ff, step)
+    f = _frame(ff)
+    assert (f["status"] == "completed").all() and (f["generated_tokens"] == f["output_tokens"]).all()
+    assert f["preemptions"].sum() < plain["preemptions"].sum()
+    check_conservation(f)
