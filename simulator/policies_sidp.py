@@ -163,6 +163,27 @@ ARGS = {"mode": str, "dp": int, "tp": int, "slots": int, "window": int, "peak_sh
 B_STAR_RULES = {"crossover": sidp.b_star, "hide": sidp.hide_batch}
 
 
+def _default_tp(spec, hw, gpus: int, fw, slots: int) -> int:
+    """The static DP deployment's TP (the SiDP paper compares "under the same configurations");
+    where that leaves fewer than two replicas, or nothing static fits, the smallest TP whose SiDP
+    plan fits with at least two replicas: sharing the FFN is what lets it fit (405B bf16 on
+    8 x H200: static DP needs TP8, SiDP runs 2 x TP4)."""
+    try:
+        tp = deployment("dp", spec, hw, gpus, fw).base.tp
+        if gpus // tp >= 2:
+            return tp
+    except LayoutError:
+        pass
+    for t in (t for t in range(1, gpus // 2 + 1) if gpus % t == 0):
+        try:
+            ParallelLayout(tp=t).validate(spec)
+        except LayoutError:
+            continue
+        if sidp_plan(spec, hw, gpus // t, t, slots, fw).fits:
+            return t
+    raise LayoutError(f"{spec.name} fits no SiDP layout of two or more replicas on {gpus} x {hw.name}")
+
+
 def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict) -> list[EnginePlan]:
     """SiDP over `gpus` GPUs (SYSTEMS.md 3). Arguments: mode (auto | was | cas | fsdp; auto switches
     on B*), dp (replicas, default gpus // tp), tp (GPUs per replica, default 1), slots (weight cache
@@ -171,7 +192,7 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     b_star_rule (crossover: where WaS stops being slower than CaS, perfmodel.sidp.b_star, the
     default; hide: where compute hides the fetch, SYSTEMS.md's wording, perfmodel.sidp.hide_batch),
     hysteresis (decisions, 16). tp defaults to the static DP deployment's TP (the smallest that
-    holds the model: the SiDP paper compares "under the same configurations")."""
+    holds the model: the SiDP paper compares "under the same configurations"), see _default_tp."""
     a = _parse_args(policy_args, ARGS)
     mode = a.get("mode", "auto")
     if mode not in MODES:
@@ -181,7 +202,7 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     elif layout and "tp=" in layout:
         tp = int(layout.partition("tp=")[2].split(",")[0])
     else:
-        tp = deployment("dp", spec, hw, gpus, fw).base.tp
+        tp = _default_tp(spec, hw, gpus, fw, a.get("slots", 2))
     rule = a.get("b_star_rule", "crossover")
     if rule not in B_STAR_RULES:
         raise ValueError(f"policy argument b_star_rule={rule!r}: one of {', '.join(B_STAR_RULES)}")

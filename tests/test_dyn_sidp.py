@@ -36,6 +36,22 @@ def test_kv_capacity_gain_equals_memory_plan():
     assert 1.3 < _sidp(wl)["kv_capacity_tokens"] / static < 1.8
 
 
+def test_default_layout_is_the_static_dp_one_or_the_smallest_sidp_that_fits():
+    """70B bf16: the static DP deployment's 4 x TP2. 405B bf16 needs TP8 statically (one replica),
+    so SiDP takes the smallest TP whose shared-FFN plan fits with two or more replicas: 2 x TP4."""
+    from perfmodel.estimate import deployment
+    from simulator.policies_sidp import sidp_plans
+
+    fw = DEFAULT_FRAMEWORK
+    plans = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})
+    assert len(plans) == 4 and all(len(p.gpus) == 2 for p in plans)
+    big = load_model("llama-3.1-405b", weights="bf16")
+    assert deployment("dp", big, HW, 8, fw).base.tp == 8
+    assert not memory.plan(big, ParallelLayout(tp=4), HW, fw).fits
+    plans = sidp_plans("sidp", None, big, HW, 8, fw, {})
+    assert len(plans) == 2 and all(len(p.gpus) == 4 and p.kv_capacity_tokens > 0 for p in plans)
+
+
 def test_was_regimes():
     cfg = sidp.SiDPConfig()
     f = sidp.fetch_s(SPEC, HW, cfg)
