@@ -41,13 +41,20 @@ _flag.__name__ = "on/off flag"
 class Orchestrator:
     """Global WaS/CaS decision over the D replicas (mutable simulation state, one per run)."""
 
-    def __init__(self, dp: int, b_star: int, hysteresis: int, fixed: str | None):
+    def __init__(self, dp: int, b_star: int | None, hysteresis: int, fixed: str | None, b_star_fn=None):
         self.rows = np.zeros(dp)  # FFN rows (tokens) of each replica's current or last step
         self.engines: list = [None] * dp
         self.b_star, self.hysteresis, self.fixed = b_star, hysteresis, fixed
+        self._b_star_fn = b_star_fn  # prof -> B*, used once the step tables (and their profile) exist
         self.mode = fixed or "was"
         self.last_mode = [self.mode] * dp  # the mode of each replica's current step or stretch
         self._streak = 0
+
+    def profile_seen(self, prof) -> None:
+        """Fix B* from the profile the replicas' step tables use (calibrated or datasheet), so the
+        threshold and the step times come from the same numbers."""
+        if self.b_star is None and not self.fixed:  # (a fixed mode never reads it)
+            self.b_star = self._b_star_fn(prof)
 
     def attach(self, rank: int, engine) -> None:
         """Observe `engine`: its running batch, and its completions (which change the rows every
@@ -145,7 +152,9 @@ class SiDPMode:
     cfg: sidp.SiDPConfig
 
     def __call__(self, table_fn) -> SiDPStep:
-        return SiDPStep(self.mode, self.rank, self.orch, table_fn(ParallelLayout(tp=self.cfg.tp)), self.cfg)
+        step = SiDPStep(self.mode, self.rank, self.orch, table_fn(ParallelLayout(tp=self.cfg.tp)), self.cfg)
+        self.orch.profile_seen(step.prof)
+        return step
 
     def __str__(self) -> str:
         return f"sidp {self.mode} (dp={self.cfg.dp}, tp={self.cfg.tp})"
@@ -186,13 +195,13 @@ def _default_tp(spec, hw, gpus: int, fw, slots: int) -> int:
 
 def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict) -> list[EnginePlan]:
     """SiDP over `gpus` GPUs (SYSTEMS.md 3). Arguments: mode (auto | was | cas | fsdp; auto switches
-    on B*), dp (replicas, default gpus // tp), tp (GPUs per replica, default 1), slots (weight cache
-    slots, 2), window (look-ahead layers, 1), peak_shifting (on), cas (v1 | v2 | v3: +fusion,
-    +dummy skipping; v3; or the what-if `staggered`, perfmodel.sidp.cas_step_s), b_star (rows; default by b_star_rule at `ctx` tokens of context, 1024),
-    b_star_rule (crossover: where WaS stops being slower than CaS, perfmodel.sidp.b_star, the
-    default; hide: where compute hides the fetch, SYSTEMS.md's wording, perfmodel.sidp.hide_batch),
-    hysteresis (decisions, 16). tp defaults to the static DP deployment's TP (the smallest that
-    holds the model: the SiDP paper compares "under the same configurations"), see _default_tp."""
+    on B*), tp (GPUs per replica; default _default_tp: the static DP deployment's), dp (replicas,
+    default gpus // tp), slots (weight cache slots, 2), window (look-ahead layers, 1), peak_shifting
+    (on), cas (v1 | v2 | v3: +fusion, +dummy skipping; v3; or the what-if `staggered`, see
+    perfmodel.sidp.cas_step_s), b_star (rows; default by b_star_rule at `ctx` tokens of context,
+    1024, with the replicas' profile), b_star_rule (crossover: where WaS stops being slower than
+    CaS, perfmodel.sidp.b_star, the default; hide: where compute hides the fetch, SYSTEMS.md's
+    wording, perfmodel.sidp.hide_batch), hysteresis (decisions, 16)."""
     a = _parse_args(policy_args, ARGS)
     mode = a.get("mode", "auto")
     if mode not in MODES:
@@ -216,8 +225,9 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     if not plan.fits:
         raise LayoutError(f"{spec.name} does not fit SiDP dp={dp}, tp={tp} on {hw.name}: "
                           f"{(plan.weight_bytes_per_gpu + plan.extra_bytes_per_gpu) / 1e9:.1f} GB per GPU")
-    bstar = a.get("b_star") or B_STAR_RULES[rule](spec, hw, cfg, a.get("ctx", 1024), fw=fw)
-    orch = Orchestrator(dp, bstar, a.get("hysteresis", HYSTERESIS_DECISIONS), None if mode == "auto" else mode)
+    ctx = a.get("ctx", 1024)
+    orch = Orchestrator(dp, a.get("b_star"), a.get("hysteresis", HYSTERESIS_DECISIONS), None if mode == "auto" else mode,
+                        lambda prof: B_STAR_RULES[rule](spec, hw, cfg, ctx, prof=prof, fw=fw))
     names = ("was", "cas") if mode == "auto" else (mode,)
     return [SiDPPlan({m: SiDPMode(m, r, orch, cfg) for m in names}, lambda t, r=r: orch.decide(r, t),
                      plan.kv_capacity_tokens, tuple(range(r * tp, (r + 1) * tp)),

@@ -87,6 +87,19 @@ def test_staggered_cas_what_if_costs_the_local_step_plus_round_trips():
     assert got < sidp.cas_step_s(local, rows, 1, SPEC, HW, lock)
 
 
+def test_b_star_comes_from_the_profile_of_the_step_tables():
+    """The orchestrator's B* is computed with the profile the replicas' step times use."""
+    from perfmodel.calibration.profile import load_profile
+    from perfmodel.steptable import StepTable
+    from simulator.policies_sidp import sidp_plans
+
+    cal, fw, cfg = load_profile("h200_sxm"), DEFAULT_FRAMEWORK, sidp.SiDPConfig(dp=4, tp=2)
+    mode = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})[0].modes["was"]
+    mode(lambda lay: StepTable(SPEC, lay, HW, cal, fw, max_tokens=512, max_seqs=64))
+    assert mode.orch.b_star == sidp.b_star(SPEC, HW, cfg, 1024, prof=cal)
+    assert mode.orch.b_star != sidp.b_star(SPEC, HW, cfg, 1024)  # the datasheet's differs
+
+
 @pytest.mark.parametrize("dp,tp", [(8, 1), (4, 2), (2, 4)])
 def test_b_star_is_the_was_cas_crossover(dp, tp):
     """B* is where WaS stops being slower than CaS (every replica at the batch): checked one row
