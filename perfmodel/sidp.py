@@ -162,8 +162,8 @@ def b_star(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framewor
     hide_batch: below hide_batch WaS waits on the fetch, but CaS in lockstep runs the owners one
     layer at a time, so its FFN costs the whole group's rows on one GPU (D x the local FFN once the
     GEMM is compute-bound) and it overtakes the fetch-bound WaS step well before compute hides the
-    fetch (Llama-3.1-70B bf16, H200, D=4 x TP2, 1K context: 263 rows vs 875). Found by bisection: WaS - CaS
-    falls with the batch (CaS grows D x faster)."""
+    fetch (Llama-3.1-70B bf16, H200, D=4 x TP2, 1K context: 263 rows vs 875). Found by bisection:
+    WaS - CaS falls with the batch (CaS grows D x faster)."""
     def was_not_slower(b: int) -> bool:
         local = float(step_cost(spec, ParallelLayout(tp=cfg.tp), hw, decode_batch(np.array([float(b)]), ctx),
                                 prof, fw).total_s[0])
