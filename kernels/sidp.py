@@ -149,7 +149,7 @@ class SiDPFFN(nn.Module):
 
     def forward(self, x):  # (n, d) -> (n, d)
         y = self.runtime.ffn(self.layer, x)
-        return all_reduce(y, self.tp, "ffn_out") if self.tp is not None and self.tp.size > 1 else y
+        return y if self.tp is None else all_reduce(y, self.tp, "ffn_out")
 
 
 def apply_sidp(model, layout, group: Group, slots: int | None = None, cycle: int | None = None,

@@ -132,8 +132,9 @@ class Engine:
             prompt, gen = int(r.input_tokens[pos]), int(r.generated[pos])
             target = prompt + gen  # a preempted request recomputes its generated tokens too
             n_new = min(target, left, self.chunk_cap) if self.cfg.enable_chunked_prefill else target
-            if n_new > left or -(-(target if self.cfg.reserve_full_prompt else n_new) // self.bs) > free:
-                break  # (reserve_full_prompt: the whole prompt must fit; blocks are still taken per chunk)
+            fit = target if self.cfg.reserve_full_prompt else n_new  # tokens that must fit the free blocks
+            if n_new > left or -(-fit // self.bs) > free:  # (blocks are still taken chunk by chunk)
+                break
             self._pop_waiting(pos)
             whole = whole and n_new == target
             cols.append((pos, prompt, int(r.output_tokens[pos]), 0, gen, 0))
