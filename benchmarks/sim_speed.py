@@ -28,8 +28,8 @@ import numpy as np
 
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-from simulator.cluster import SimConfig, simulate
-from simulator.metrics import summarize
+from simulator.cluster.simulate import SimConfig, simulate
+from simulator.results.metrics import summarize
 from simulator.workload import load_trace
 
 REPO = Path(__file__).resolve().parents[1]

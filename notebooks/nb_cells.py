@@ -38,9 +38,9 @@ Shift Parallelism and Flying Serving: Llama-3.3-70B fp8 on 8 x H200, every step 
 from perfmodel.cli import resolve_profile
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-from simulator.cluster import SimConfig, simulate
-from simulator.metrics import summarize
-from simulator.plots import cdf_figure, timeline_figure
+from simulator.cluster.simulate import SimConfig, simulate
+from simulator.results.metrics import summarize
+from simulator.results.plots import cdf_figure, timeline_figure
 from simulator.workload import load_trace, rate_scale, time_window
 
 spec = load_model("llama-3.3-70b", weights="fp8")
@@ -105,8 +105,8 @@ on/off trace.
     ("code", """
 from perfmodel.cli import resolve_profile
 from perfmodel.hardware import load_hardware
-from simulator.plots import cdf_figure, frontier_figure, timeline_figure
-from simulator.policies_eval import run_summary, workload
+from simulator.results.plots import cdf_figure, frontier_figure, timeline_figure
+from simulator.run import run_summary, workload
 
 prof = resolve_profile(load_hardware("h200"), None)
 POLICIES = ["dp", "tp", "sp", "shift"]
@@ -152,7 +152,7 @@ pd.DataFrame({p: r[0] for p, r in bursty.items()}).T[["median_ttft_ms", "median_
 """),
     ("code", """
 from perfmodel.modelspec import load_model
-from simulator.plots import step_breakdown, step_breakdown_figure
+from simulator.results.plots import step_breakdown, step_breakdown_figure
 
 spec, hw = load_model("llama-3.3-70b", weights="fp8"), load_hardware("h200")
 parts = pd.concat([step_breakdown(r[2], {"base": "sp=8", "shift": "tp=8"}, spec, hw, prof).rename(
@@ -204,8 +204,8 @@ from perfmodel.cost import step_cost
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.modelspec import load_model
-from simulator.plots import kv_capacity_figure
-from simulator.policies_eval import run_summary, workload
+from simulator.results.plots import kv_capacity_figure
+from simulator.run import run_summary, workload
 
 spec, hw = load_model("llama-3.1-70b", weights="bf16"), load_hardware("h200")
 MODEL = dict(model="llama-3.1-70b", weights="bf16")

@@ -17,12 +17,12 @@ from perfmodel.hardware import hardware_names, load_hardware
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import load_model, preset_names
 
-from .cluster import ROUTERS, SimConfig, simulate
-from .config import SCHEDULE_ORDERS, EngineConfig
-from .metrics import ConservationError, summarize, time_series
-from .policies import POLICIES
-from .workload import TraceError
-from .workload.cli import add_trace_args, describe, workload_from_args
+from simulator.cluster.simulate import ROUTERS, SimConfig, simulate
+from simulator.engine.config import SCHEDULE_ORDERS, EngineConfig
+from simulator.results.metrics import ConservationError, summarize, time_series
+from simulator.policies import POLICIES
+from simulator.workload import TraceError
+from simulator.workload.cli import add_trace_args, describe, workload_from_args
 
 SHOW = (("completed", "{:d}"), ("rejected", "{:d}"), ("duration", "{:.1f} s"),
         ("request_throughput", "{:.2f} req/s"), ("total_token_throughput", "{:,.0f} tok/s"),
@@ -124,7 +124,7 @@ def _write(out_dir: Path, summ, req, steps, window_s) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["sweep"]:  # `simulate sweep --grid GRID.toml --out results.parquet ...`
-        from .sweep import sweep_main
+        from simulator.sweep.grid import sweep_main
 
         return sweep_main(argv[1:])
     args = build_parser().parse_args(argv)
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
                 d = Path(args.out) / summ["policy"] if args.compare else Path(args.out)
                 _write(d, summ, req, steps, args.window_s)
         if args.plot:
-            from .plots import timeline_figure
+            from simulator.results.plots import timeline_figure
 
             path = Path(args.out or ".") / args.plot
             path.parent.mkdir(parents=True, exist_ok=True)

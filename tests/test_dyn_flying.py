@@ -6,7 +6,7 @@ weights fit), so the pool is 8 units and TP groups are tp=2, 4, 8 over aligned u
 import numpy as np
 import pytest
 
-from simulator.policies_eval import run_summary, workload
+from simulator.run import run_summary, workload
 from simulator.workload.workload import make_workload
 
 BURSTY = "onoff?n=300&low=0.5-1&high=4-6&off_s=30&on_s=15&input=4096&output=250&seed=1"  # as test_dyn_shift

@@ -10,7 +10,7 @@ from perfmodel import seesaw
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.modelspec import load_model
-from simulator.policies_eval import run_summary, workload
+from simulator.run import run_summary, workload
 
 M = dict(model="llama-3.1-70b", weights="bf16")
 STATIC = ("pp=8", "tp=2,pp=4", "tp=4,pp=2", "tp=8")
@@ -54,7 +54,7 @@ def test_34b_a10_seesaw_beats_every_static_layout_in_the_simulator(reserve):
     tokens fill the KV) and whole-prompt admission (--reserve-full-prompt, no churn). The closed
     form ranks static TP4 1.8% above Seesaw (tests/test_dyn_seesaw.py, strict xfail): it assumes a
     KV kept full at the mean footprint, the simulator's TP4 holds 85% of it on average."""
-    from simulator.config import EngineConfig
+    from simulator.engine.config import EngineConfig
 
     m = dict(model="codellama-34b", weights="bf16", hardware="a10", gpus=4, engine=EngineConfig(reserve_full_prompt=reserve))
     wl = workload("batch?n=200&input=6000&output=256")

@@ -13,7 +13,7 @@ from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.modelspec import load_model
-from simulator.policies_eval import run_summary, workload
+from simulator.run import run_summary, workload
 
 MODEL = dict(model="llama-3.1-70b", weights="bf16")
 SPEC, HW = load_model("llama-3.1-70b"), load_hardware("h200")
@@ -40,7 +40,7 @@ def test_default_layout_is_the_static_dp_one_or_the_smallest_sidp_that_fits():
     """70B bf16: the static DP deployment's 4 x TP2. 405B bf16 needs TP8 statically (one replica),
     so SiDP takes the smallest TP whose shared-FFN plan fits with two or more replicas: 2 x TP4."""
     from perfmodel.estimate import deployment
-    from simulator.policies_sidp import sidp_plans
+    from simulator.policies.sidp.policy import sidp_plans
 
     fw = DEFAULT_FRAMEWORK
     plans = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})
@@ -91,7 +91,7 @@ def test_b_star_comes_from_the_profile_of_the_step_tables():
     """The orchestrator's B* is computed with the profile the replicas' step times use."""
     from perfmodel.calibration.profile import load_profile
     from perfmodel.steptable import StepTable
-    from simulator.policies_sidp import sidp_plans
+    from simulator.policies.sidp.policy import sidp_plans
 
     cal, fw, cfg = load_profile("h200_sxm"), DEFAULT_FRAMEWORK, sidp.SiDPConfig(dp=4, tp=2)
     mode = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})[0].modes["was"]

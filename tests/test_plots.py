@@ -8,8 +8,8 @@ from perfmodel.cost import step_cost
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.modelspec import load_model
-from simulator import plots
-from simulator.policies_eval import run_summary, workload
+from simulator.results import plots
+from simulator.run import run_summary, workload
 
 MODEL = dict(model="llama-3.1-8b", hardware="h100", gpus=2, weights="bf16")
 WL = "onoff?n=60&low=1-2&high=6-8&off_s=4&on_s=2&input=256-1024&output=16-64&seed=2"

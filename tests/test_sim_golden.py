@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_sim_util import batch, run, workload
 
-from simulator.metrics import summarize
+from simulator.results.metrics import summarize
 from simulator.workload import load_trace
 
 GOLDEN = Path(__file__).parent / "golden"

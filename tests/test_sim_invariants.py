@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sim_util import CheckedEngine, assert_monotone, assert_same_requests, run, workload
 
-from simulator import cluster
-from simulator.metrics import ConservationError, check_conservation, summarize
+from simulator.cluster import simulate as cluster
+from simulator.results.metrics import ConservationError, check_conservation, summarize
 from simulator.workload import load_trace
 
 LAYOUTS = [("tp", 1), ("tp", 2), ("dp", 2), ("pp", 2), ("sp", 2), ("shift", 2)]

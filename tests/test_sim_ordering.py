@@ -7,8 +7,8 @@ import pytest
 from test_sim_util import assert_same_requests, run, run_both, workload
 
 from perfmodel.steptable import decode_stretch_s
-from simulator import cluster
-from simulator.engine import Engine
+from simulator.cluster import simulate as cluster
+from simulator.engine.loop import Engine
 
 LONG = ([0.0], [500], [400])  # one request decoding for ~2 s
 

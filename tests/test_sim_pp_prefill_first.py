@@ -4,8 +4,8 @@ import numpy as np
 
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-from simulator.cluster import SimConfig, simulate
-from simulator.config import EngineConfig
+from simulator.cluster.simulate import SimConfig, simulate
+from simulator.engine.config import EngineConfig
 from simulator.workload import make_workload
 
 

@@ -5,7 +5,7 @@ import pytest
 from test_sim_util import assert_same_requests, run_both
 
 from simulator.cli import main
-from simulator.metrics import summarize
+from simulator.results.metrics import summarize
 from simulator.workload import load_trace, time_window
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from test_sim_util import run, workload
 
-from simulator.cluster import SimConfig
+from simulator.cluster.simulate import SimConfig
 
 
 def _trace(n=200, seed=0, gap_s=0.004):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from test_sim_util import assert_monotone, assert_same_requests, batch, checked_engines, run, run_both, workload
 
-from simulator.metrics import check_conservation, summarize
+from simulator.results.metrics import check_conservation, summarize
 
 
 def _frame(res):
@@ -150,9 +150,9 @@ def test_reserve_full_prompt_admits_only_prompts_that_fit_whole(monkeypatch):
     admitted only if its whole prompt (+ recompute) fits the free blocks left for it, checked at
     every admission; under KV pressure with small chunks this stops the admit-then-preempt churn
     of first-chunk admission, and the run stays exact under fast-forward."""
-    from simulator import cluster
-    from simulator.engine import Engine
-    from simulator.scheduler import blocks_for
+    from simulator.cluster import simulate as cluster
+    from simulator.engine.loop import Engine
+    from simulator.engine.scheduler import blocks_for
 
     seen = []
 

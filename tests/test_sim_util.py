@@ -10,11 +10,11 @@ import numpy as np
 from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-from simulator import cluster
-from simulator.cluster import SimConfig, simulate
-from simulator.config import EngineConfig
-from simulator.engine import Engine
-from simulator.scheduler import blocks_for
+from simulator.cluster import simulate as cluster
+from simulator.cluster.simulate import SimConfig, simulate
+from simulator.engine.config import EngineConfig
+from simulator.engine.loop import Engine
+from simulator.engine.scheduler import blocks_for
 from simulator.workload import make_workload
 
 INT_COLUMNS = ("generated_tokens", "preemptions", "engine", "status", "reject_reason")

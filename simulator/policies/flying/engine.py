@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .engine import Engine
-from .records import STEP_COLUMNS
+from simulator.engine.loop import Engine
+from simulator.results.records import STEP_COLUMNS
 
 KV_COL = STEP_COLUMNS.index("kv_used_tokens")
 

@@ -15,8 +15,8 @@ import dataclasses
 from perfmodel import memory, seesaw
 from perfmodel.layout import LayoutError, ParallelLayout
 
-from .policies import EnginePlan, _parse_args
-from .seesaw_engine import SeesawEngine
+from simulator.policies.base import EnginePlan, parse_args
+from simulator.policies.seesaw.engine import SeesawEngine
 
 REF_INPUT, REF_OUTPUT = 3000, 256  # reference job for the default (c_p, c_d): TARGETS.md's 70B input
 
@@ -55,7 +55,7 @@ def seesaw_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
     """Seesaw over `gpus` GPUs. Arguments: c_p, c_d (layouts like 'pp=8', 'tp=4;pp=2'; default
     perfmodel.seesaw.fastest for a job of `input` x `output` tokens, 3000 x 256), cpu_buffer_gb
     (node total; default memory.cpu_kv_buffer_bytes: half the host memory)."""
-    a = _parse_args(policy_args, ARGS)
+    a = parse_args(policy_args, ARGS)
     job = seesaw.Job(1000, a.get("input", REF_INPUT), a.get("output", REF_OUTPUT))
     whole = [lay for lay in seesaw.layouts(spec, hw, gpus, fw) if lay.gpus_per_instance == gpus]
     if not whole:

@@ -12,7 +12,7 @@ import traceback
 
 @functools.lru_cache(maxsize=8)
 def _workload(trace: str, rate_scale: float, seed):
-    from .workload import load_trace, rate_scale as scale
+    from simulator.workload import load_trace, rate_scale as scale
 
     w = load_trace(trace) if seed is None else load_trace(trace, seed=int(seed))
     return w if rate_scale == 1.0 else scale(w, rate_scale)
@@ -37,9 +37,9 @@ def _hardware(name: str, profile):
 def run_task(task: dict) -> dict:
     """One run of a sweep: its coordinates, run_id/run_index and the summary keys (dicts as JSON
     text), or its coordinates and `error` when the run cannot be done (bad layout, trace, ...)."""
-    from .cluster import SimConfig, simulate
-    from .config import EngineConfig
-    from .metrics import summarize
+    from simulator.cluster.simulate import SimConfig, simulate
+    from simulator.engine.config import EngineConfig
+    from simulator.results.metrics import summarize
 
     opts = task.get("options", {})
     row = {k: v for k, v in task.items() if k != "options"}

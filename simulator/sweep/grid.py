@@ -154,7 +154,7 @@ def run_sweep(tasks: list[dict], out: Path, executor: str = "local", workers: in
     """Run the tasks not yet in `out`, saving as runs finish; the full results table."""
     from tqdm import tqdm
 
-    from .sweep_executors import EXECUTORS
+    from simulator.sweep.executors import EXECUTORS
 
     old = read_results(out)
     done = set(old["run_id"]) if len(old) else set()

@@ -5,10 +5,10 @@ from __future__ import annotations
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
 
-from .cluster import SimConfig, simulate
-from .config import EngineConfig
-from .metrics import summarize
-from .workload.synthetic import generate, parse_spec
+from simulator.cluster.simulate import SimConfig, simulate
+from simulator.engine.config import EngineConfig
+from simulator.results.metrics import summarize
+from simulator.workload.synthetic import generate, parse_spec
 
 
 def workload(spec_text: str):

@@ -15,7 +15,7 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .metrics import time_series  # noqa: E402
+from simulator.results.metrics import time_series  # noqa: E402
 
 # colours of the cost terms, one per name in perfmodel.cost.TERMS (collectives in blue/green tones)
 TERM_COLORS = {"gemm": "#4c72b0", "attention": "#dd8452", "elementwise": "#937860",

@@ -14,8 +14,8 @@ import numpy as np
 from perfmodel.batch import aggregates
 from perfmodel.steptable import StepTable, decode_stretch_s
 
-from .scheduler import Batch, blocks_for, grant_in_order
-from .stretch import sleep_stretch
+from simulator.engine.scheduler import Batch, blocks_for, grant_in_order
+from simulator.engine.stretch import sleep_stretch
 
 
 class Engine:

@@ -21,10 +21,10 @@ import numpy as np
 from perfmodel.estimate import deployment, instance_layout
 from perfmodel.layout import LayoutError, ParallelLayout
 
-from .engine import Engine
-from .flying_engine import WIDTHS, Binding, FlyingConfig, FlyingEngine, GroupEngine
-from .policies import EnginePlan, _parse_args
-from .runner import Runner
+from simulator.engine.loop import Engine
+from simulator.policies.flying.engine import WIDTHS, Binding, FlyingConfig, FlyingEngine, GroupEngine
+from simulator.policies.base import EnginePlan, parse_args
+from simulator.engine.runner import Runner
 
 class Coordinator:
     """Cluster-level scheduler of the Flying pool (mutable simulation state, one per run)."""
@@ -269,7 +269,7 @@ def flying_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
     """Flying Serving over `gpus` GPUs (SYSTEMS.md 5). Arguments: switching (sequential | soft |
     hard), switch_ms (15), restart (live | cold), cold_restart_s (146), priority_tp (0: priority
     < 0 runs TP), priority_width (units; half the node), low_load (in-flight requests; the number of units)."""
-    cfg = FlyingConfig(**_parse_args(policy_args, ARGS))
+    cfg = FlyingConfig(**parse_args(policy_args, ARGS))
     dep = deployment("dp", spec, hw, gpus, fw)
     unit = instance_layout(dep.base)
     n = dep.instances

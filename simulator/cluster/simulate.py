@@ -15,12 +15,12 @@ from simpy.events import URGENT
 from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
 from perfmodel.steptable import StepTable
 
-from .config import EngineConfig
-from .engine import Engine
-from .policies import POLICIES
-from .records import RequestRecords, StepRecords
-from .runner import Runner
-from .stretch import event_at
+from simulator.engine.config import EngineConfig
+from simulator.engine.loop import Engine
+from simulator.policies import POLICIES
+from simulator.results.records import RequestRecords, StepRecords
+from simulator.engine.runner import Runner
+from simulator.engine.stretch import event_at
 
 ROUTERS = ("round-robin", "least-tokens", "shortest-queue")
 

@@ -20,7 +20,7 @@ from perfmodel.estimate import deployment
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.memory import sidp_plan
 
-from .policies import EnginePlan, _parse_args
+from simulator.policies.base import EnginePlan, parse_args
 
 MODES = ("auto", "was", "cas", "fsdp")
 HYSTERESIS_DECISIONS = 16  # not published (SYSTEMS.md: "with hysteresis"): two group steps of D = 8
@@ -202,7 +202,7 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     1024, with the replicas' profile), b_star_rule (crossover: where WaS stops being slower than
     CaS, perfmodel.sidp.b_star, the default; hide: where compute hides the fetch, SYSTEMS.md's
     wording, perfmodel.sidp.hide_batch), hysteresis (decisions, 16)."""
-    a = _parse_args(policy_args, ARGS)
+    a = parse_args(policy_args, ARGS)
     mode = a.get("mode", "auto")
     if mode not in MODES:
         raise ValueError(f"policy argument mode={mode!r}: one of {', '.join(MODES)}")

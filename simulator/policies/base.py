@@ -1,0 +1,28 @@
+"""What a policy hands the cluster: one EnginePlan per engine, and typed policy arguments."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginePlan:
+    """One engine: its modes (name -> per-instance layout), mode rule and KV capacity."""
+
+    modes: dict
+    choose: Callable[[int], str]
+    kv_capacity_tokens: int
+    gpus: tuple
+
+
+def parse_args(policy_args: dict, allowed: dict) -> dict:
+    """Typed policy arguments: unknown names or bad values raise ValueError naming them."""
+    out = {}
+    for k, v in policy_args.items():
+        if k not in allowed:
+            raise ValueError(f"unknown policy argument {k!r}: allowed {', '.join(sorted(allowed)) or 'none'}")
+        try:
+            out[k] = allowed[k](v)
+        except ValueError:
+            raise ValueError(f"policy argument {k}={v!r} is not a valid {allowed[k].__name__}") from None
+    return out

@@ -1,0 +1,33 @@
+"""Shift Parallelism (`--policy shift`, SYSTEMS.md 2): base (SP x TP) and shift (TP) configurations
+over one engine and one KV cache, chosen per step by batched tokens."""
+from __future__ import annotations
+
+import dataclasses
+
+from perfmodel.estimate import deployment
+from perfmodel.layout import LayoutError, ParallelLayout
+from perfmodel.memory import shift_plan
+
+from simulator.policies.base import EnginePlan, parse_args
+
+
+def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict) -> list[EnginePlan]:
+    """Shift Parallelism: base (SP x TP) and shift (TP = all GPUs) over one engine and one KV
+    cache; steps with more batched tokens than `threshold` run the base config (SYSTEMS.md 2).
+    Arguments: threshold (tokens, default 256), base ('sp=8' or 'sp=4,tp=2'; default: smallest TP
+    that holds the model, SP over the rest)."""
+    a = parse_args(policy_args, {"threshold": int, "base": str})
+    thr = a.get("threshold", 256)
+    dep = deployment("shift", spec, hw, gpus, fw, thr)
+    base = dep.base
+    if "base" in a or layout:
+        base = ParallelLayout.parse((a.get("base") or layout).replace(";", ",")).validate(spec, gpus)
+        if base.tp * base.sp != gpus or base.pp != 1 or base.dp != 1:
+            raise LayoutError(f"shift base {base} must be SP x TP over all {gpus} GPUs")
+        dep = dataclasses.replace(dep, base=base, plan=shift_plan(spec, base, hw, fw))
+    if not dep.plan.fits:
+        raise LayoutError(f"{spec.name} does not fit Shift ({dep.describe()}) on {hw.name}: two weight copies "
+                          f"take {(dep.plan.weight_bytes_per_gpu + dep.plan.extra_bytes_per_gpu) / 1e9:.1f} GB per GPU")
+    modes = {"base": base, "shift": dep.shift}
+    return [EnginePlan(modes, lambda t: "base" if t > thr else "shift", dep.plan.kv_capacity_tokens,
+                       tuple(range(gpus)))]
