@@ -82,7 +82,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None) -> Si
     """Replay `workload` through the engines of `cfg.policy`; every request ends completed or
     rejected with a reason."""
     fw = cfg.framework
-    plans = POLICIES[cfg.policy](cfg.policy, cfg.layout, spec, hw, cfg.gpus, fw, dict(cfg.policy_args))
+    plans = POLICIES[cfg.policy](cfg.policy, cfg.layout, spec, hw, cfg.gpus, fw, dict(cfg.policy_args), prof=prof)
     limits = vllm_default_limits(hw)
     budget = cfg.engine.max_num_batched_tokens or limits.max_num_batched_tokens
     max_seqs = cfg.engine.max_num_seqs or limits.max_num_seqs

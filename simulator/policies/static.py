@@ -10,7 +10,7 @@ from simulator.policies.base import EnginePlan, parse_args
 STATIC = ("dp", "tp", "pp", "sp", "ep", "layout")
 
 
-def static_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict) -> list[EnginePlan]:
+def static_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
     """dp/tp/pp/sp/ep over all GPUs, or an explicit --layout (DP fills the remaining GPUs)."""
     parse_args(policy_args, {})
     name = layout if layout else policy

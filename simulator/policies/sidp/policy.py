@@ -193,7 +193,7 @@ def _default_tp(spec, hw, gpus: int, fw, slots: int) -> int:
     raise LayoutError(f"{spec.name} fits no SiDP layout of two or more replicas on {gpus} x {hw.name}")
 
 
-def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict) -> list[EnginePlan]:
+def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
     """SiDP over `gpus` GPUs (SYSTEMS.md 3). Arguments: mode (auto | was | cas | fsdp; auto switches
     on B*), tp (GPUs per replica; default _default_tp: the static DP deployment's), dp (replicas,
     default gpus // tp), slots (weight cache slots, 2), window (look-ahead layers, 1), peak_shifting
