@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from perfmodel.batch import make_batch
-from perfmodel.cli import resolve_profile
+from perfmodel.calibration.profile import resolve_profile
 from perfmodel.cost import step_cost
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout

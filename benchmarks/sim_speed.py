@@ -11,16 +11,28 @@
    falls as the load rises (more arrivals and completions share a step boundary), so it is also
    printed at 100 and 200 req/s for 10k requests.
 
-    python benchmarks/sim_speed.py [--max-n 1000000] [--profile]
+3. What users run: `simulate --trace AzureLLMInferenceTrace_conv.csv --policy tp --out DIR` as a
+   subprocess with the CLI's defaults (Llama-3.3-70B fp8, 8 x H200, the hardware's calibrated
+   profile, tqdm bar on stderr, parquet outputs), median of 3 wall times; then the same run's
+   phases measured in-process (imports, trace load, simulate, frames + summary, writing), so a
+   reader sees where the CLI's time goes beside the inner-loop figure of 1.
+
+    python benchmarks/sim_speed.py [--max-n 1000000] [--profile] [--cli-only]
 
 Engine steps count every decode step a fast-forwarded stretch stands for; iterations are the
-engine-loop turns actually simulated (one per step or stretch). Datasheet roofline (no profile).
+engine-loop turns actually simulated (one per step or stretch). 1 and 2: datasheet roofline.
 """
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import resource
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +47,8 @@ from simulator.workload import load_trace
 REPO = Path(__file__).resolve().parents[1]
 AZURE = "data/traces/azure2023/AzureLLMInferenceTrace_conv.csv"
 BURSTGPT_RATE_RPS, BURSTINESS = 300.0, 0.5
+CLI_ARGS = ("--policy", "tp")  # every other flag at the CLI's default
+CLI_REPEATS = 3
 
 
 def shared_dir() -> Path | None:
@@ -115,13 +129,97 @@ def scaling(max_n: int) -> None:
         timed_run(f"  n = 10,000 at {rate} req/s", w, spec, hw, cfg, quiet=True)
 
 
+def run_cli(trace: Path, out_dir: str) -> float:
+    """Wall seconds of one `simulate --trace T --policy tp --out DIR` in a fresh interpreter."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "simulator.cli", "--trace", str(trace), *CLI_ARGS, "--out", out_dir],
+                       capture_output=True, text=True)  # the progress bar goes to the stderr pipe
+    wall = time.perf_counter() - t0
+    if r.returncode:
+        raise SystemExit(f"simulate failed (rc {r.returncode}):\n{r.stderr[-3000:]}")
+    return wall
+
+
+def cli_phases(trace: Path, out_dir: Path) -> tuple[dict, dict, str]:
+    """The CLI run's phases, timed in-process with the functions the CLI calls; (seconds, summary, profile)."""
+    # imported here: the run path is moving (simulator/run.py); the other figures keep working
+    from tqdm import tqdm
+
+    from perfmodel.calibration.profile import resolve_profile
+    from simulator.cli import build_parser
+    from simulator.results.metrics import time_series
+    from simulator.workload.cli import workload_from_args
+
+    sec = {}
+    start = [sys.executable, "-c", "import simulator.cli"]
+    sec["interpreter start + imports"] = statistics.median(_wall(subprocess.run, start, check=True)[0]
+                                                           for _ in range(CLI_REPEATS))
+    args = build_parser().parse_args(["--trace", str(trace), *CLI_ARGS, "--out", str(out_dir)])
+    sec["trace load"], w = _wall(workload_from_args, args)
+    t0 = time.perf_counter()
+    spec, hw = load_model(args.model, weights=args.weights, kv=args.kv_dtype), load_hardware(args.hardware)
+    prof = resolve_profile(hw, args.profile)
+    prof_name = f"calibrated {prof.name}" if prof is not None else "datasheet"
+    sec["model, hardware, profile"] = time.perf_counter() - t0
+    cfg = SimConfig(policy=args.policy, gpus=args.gpus)  # EngineConfig() = the CLI flags' defaults
+    t0 = time.perf_counter()
+    with tqdm(total=len(w), delay=3, file=io.StringIO(), unit="req", desc=args.policy) as bar:
+        res = simulate(w, spec, hw, cfg, prof, progress=bar.update)
+    sec[f"simulate ({prof_name} profile, progress bar)"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    req, steps = res.requests.frame(), res.steps.frame()
+    summ = summarize(req, steps, res.engines, args.slo_ttft_ms, args.slo_tpot_ms)
+    sec["frames + summary"] = time.perf_counter() - t0
+    t0 = time.perf_counter()  # what the CLI writes with --out (its _write)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    req.to_parquet(out_dir / "requests.parquet", index=False)
+    steps.to_parquet(out_dir / "steps.parquet", index=False)
+    time_series(req, steps, args.window_s).to_csv(out_dir / "timeseries.csv")
+    (out_dir / "summary.json").write_text(json.dumps(summ, indent=2) + "\n")
+    sec["writing outputs (2 parquet, csv, json)"] = time.perf_counter() - t0
+    return sec, summ, prof_name
+
+
+def _wall(fn, *a, **kw):
+    t0 = time.perf_counter()
+    out = fn(*a, **kw)
+    return time.perf_counter() - t0, out
+
+
+def cli_path() -> None:
+    """Median wall time of the CLI run users make, then where its time goes."""
+    shared = shared_dir()
+    if shared is None:
+        print("CLI path: skipped (../shared/data absent)")
+        return
+    trace = shared / AZURE
+    with tempfile.TemporaryDirectory() as tmp:
+        walls = [run_cli(trace, f"{tmp}/run{i}") for i in range(CLI_REPEATS)]
+        cli_summ = json.loads(Path(f"{tmp}/run0/summary.json").read_text())
+        sec, summ, prof_name = cli_phases(trace, Path(tmp) / "phases")
+    print(f"CLI path (simulate --trace {trace.name} {' '.join(CLI_ARGS)} --out DIR; {prof_name} profile, "
+          f"progress bar, parquet): median {statistics.median(walls):.2f} s of {len(walls)} runs "
+          f"({', '.join(f'{x:.2f}' for x in sorted(walls))})")
+    print(f"    phases of the same run, in-process (sum {sum(sec.values()):.2f} s):")
+    width = max(map(len, sec))
+    for name, s in sec.items():
+        print(f"      {name:<{width}} {s:6.2f} s")
+    same = {k: (cli_summ.get(k), summ.get(k)) for k in ("completed", "rejected", "median_ttft_ms", "median_tpot_ms")}
+    if any(a != b for a, b in same.values()):
+        print(f"    WARNING: the in-process run differs from the CLI's (CLI, in-process): {same}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--max-n", type=int, default=1_000_000, help="largest BurstGPT-like trace (10x steps from 10k)")
     p.add_argument("--profile", action="store_true", help="cProfile the Azure TP=8 run instead")
+    p.add_argument("--cli-only", action="store_true", help="only the CLI path (subprocess runs, then phases)")
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
           f"on {os.cpu_count()} CPUs")
+    if args.cli_only:
+        cli_path()
+        return
     if args.profile:
         import cProfile
         import pstats
@@ -133,6 +231,7 @@ def main() -> None:
         pstats.Stats("/tmp/sim_speed.prof").sort_stats("tottime").print_stats(20)
         return
     azure()
+    cli_path()
     scaling(args.max_n)
 
 

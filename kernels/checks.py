@@ -167,7 +167,9 @@ def suite(world_size: int) -> dict:
         # 8 layers: fewer WaS slots than remote layers (2 of 4 at D=2, 3 of 6 at D=4)
         "sidp_was": dict(strategy="sidp", mode="was", spec_overrides={"num_layers": 8}),
         "sidp_cas": dict(strategy="sidp", mode="cas", spec_overrides={"num_layers": 8}),
-        "sidp_switch": dict(strategy="sidp", mode="auto", b_star=2.4, spec_overrides={"num_layers": 8}),
+        # test values: B* between the mixed script's decode (<= 1.5 rows per replica) and prefill steps
+        # (>= 3), and a streak of 1 (the script is shorter than knobs.SIDP_HYSTERESIS_DECISIONS)
+        "sidp_switch": dict(strategy="sidp", mode="auto", b_star=2.4, hysteresis=1, spec_overrides={"num_layers": 8}),
         "seesaw": dict(strategy="seesaw", script="seesaw", run_id=1),
         "flying": dict(strategy="flying", script="flying"),
     }

@@ -1,7 +1,7 @@
 """Data parallelism: full replicas, each with its own KV cache; a router assigns requests."""
 from __future__ import annotations
 
-from .kvcache import Batch
+from .kvcache import TokenBatch
 
 
 def make_router(num_replicas: int):
@@ -10,7 +10,7 @@ def make_router(num_replicas: int):
     owner: dict = {}
     load = [0] * num_replicas
 
-    def route(batch: Batch) -> list[Batch]:
+    def route(batch: TokenBatch) -> list[TokenBatch]:
         for sid, n in zip(batch.seq_ids, batch.lens):
             if sid not in owner:
                 owner[sid] = min(range(num_replicas), key=lambda r: (load[r], r))

@@ -11,6 +11,7 @@ import dataclasses
 
 import torch
 
+from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS, SIDP_HYSTERESIS_DECISIONS
 from perfmodel.layout import ParallelLayout
 
 from .dist import device, make_group
@@ -21,8 +22,8 @@ from .kvcache import make_cache, run_step
 from .model import build_model
 from .pp import apply_pp, micro_batches, pipeline_step
 from .seesaw import KVStore, apply_seesaw
-from .shift import THRESHOLD_TOKENS, apply_shift, shift_layout, shift_step
-from .sidp import apply_sidp, choose_mode, sidp_step
+from .shift import apply_shift, shift_layout, shift_step
+from .sidp import ModeState, apply_sidp, choose_mode, sidp_step
 from .sp import apply_sp
 from .tp import apply_tp
 from .tpsp import apply_tpsp
@@ -92,7 +93,10 @@ def _replicated(strategy, model, layout, rank, opts):
             apply_tp(model, layout, tp)
         rt = apply_sidp(model, layout, make_group(layout.groups("dp")), opts.get("slots"), opts.get("cycle"), tp)
         forced = opts.get("mode", "auto")
-        mode = {"now": "was" if forced == "auto" else forced}
+        if forced == "auto" and "b_star" not in opts:  # B* depends on model and GPUs: no default
+            raise ValueError("SiDP mode='auto' needs b_star (FFN rows per replica; perfmodel.sidp.b_star "
+                             "for a deployment, or a test value that the request script crosses)")
+        mode = {"now": ModeState("was" if forced == "auto" else forced)}
     cache = make_cache(model)
 
     def step(b):
@@ -102,8 +106,10 @@ def _replicated(strategy, model, layout, rank, opts):
             return StepResult(run_step(model, cache, subs[inst]) if run else {}, strategy, _parts(layout, subs[inst]))
         rows = [s.num_tokens for s in subs]
         if forced == "auto":
-            mode["now"] = choose_mode(mode["now"], sum(rows) / len(rows), opts.get("b_star", 4))
-        return StepResult(sidp_step(model, cache, rt, subs, mode["now"]), mode["now"], [], {"replica_rows": rows})
+            mode["now"] = choose_mode(mode["now"], sum(rows) / len(rows), opts["b_star"],
+                                      opts.get("hysteresis", SIDP_HYSTERESIS_DECISIONS))
+        now = mode["now"].mode
+        return StepResult(sidp_step(model, cache, rt, subs, now), now, [], {"replica_rows": rows})
     step.sidp = rt if strategy == "sidp" else None
     return step
 
@@ -127,7 +133,7 @@ def build(strategy: str, spec, rank: int, world_size: int, layout: ParallelLayou
         base, shift = apply_shift(model, layout, opts.get("order"))
         del model
         cache = make_cache(base)
-        threshold = opts.get("threshold", THRESHOLD_TOKENS)
+        threshold = opts.get("threshold", SHIFT_THRESHOLD_TOKENS)
 
         def step(b):
             out, mode = shift_step(base, shift, cache, b, threshold)

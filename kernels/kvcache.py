@@ -11,9 +11,11 @@ import dataclasses
 
 import torch
 
+from perfmodel.knobs import KV_BLOCK_TOKENS
+
 
 @dataclasses.dataclass(frozen=True)
-class Batch:
+class TokenBatch:
     """One engine step: new tokens of each scheduled sequence, concatenated."""
 
     seq_ids: tuple
@@ -24,7 +26,7 @@ class Batch:
     def num_tokens(self) -> int:
         return int(sum(self.lens))
 
-    def subset(self, keep) -> "Batch":
+    def subset(self, keep) -> "TokenBatch":
         """The sequences of this batch that are in `keep`, in batch order."""
         keep = set(keep)
         parts, ids, lens, start = [], [], [], 0
@@ -33,7 +35,7 @@ class Batch:
                 ids.append(sid), lens.append(n), parts.append(self.tokens[start:start + n])
             start += n
         tok = torch.cat(parts) if parts else self.tokens[:0]
-        return Batch(tuple(ids), tuple(lens), tok)
+        return TokenBatch(tuple(ids), tuple(lens), tok)
 
 
 @dataclasses.dataclass
@@ -56,7 +58,7 @@ class Ctx:
         return self.cu[-1]
 
 
-def make_ctx(batch: Batch, cache: "KVCache", device=None) -> Ctx:
+def make_ctx(batch: TokenBatch, cache: "KVCache", device=None) -> Ctx:
     """Context of `batch` against the cached lengths in `cache`."""
     device = device or batch.tokens.device
     cu = [0]
@@ -138,15 +140,16 @@ class KVCache:
         self.lengths.pop(sid, None)
 
 
-def make_cache(model, num_blocks: int = 64, block_tokens: int = 16) -> KVCache:
-    """A cache for the layers `model` holds, blocks of `block_tokens` tokens of its KV heads."""
+def make_cache(model, num_blocks: int = 64, block_tokens: int = KV_BLOCK_TOKENS) -> KVCache:
+    """A cache for the layers `model` holds, blocks of `block_tokens` tokens of its KV heads
+    (vLLM's block, as the simulator's; 64 blocks hold the request scripts' sequences)."""
     cores = [layer.attn.core for layer in model.layers]
     p = next(model.parameters())
     numel = block_tokens * cores[0].n_kv_heads * cores[0].head_dim
     return KVCache([c.layer_idx for c in cores], num_blocks, numel, p.dtype, p.device)
 
 
-def run_step(model, cache: KVCache, batch: Batch) -> dict:
+def run_step(model, cache: KVCache, batch: TokenBatch) -> dict:
     """One step of `model` on `batch`: {seq_id: logits (V,)} for the rows this rank produced."""
     ctx = make_ctx(batch, cache)
     logits = model(batch.tokens, ctx)  # (rows, V)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .comm import Group, irecv, isend
-from .kvcache import Batch, make_ctx
+from .kvcache import TokenBatch, make_ctx
 
 
 def apply_pp(model, layout, group: Group):
@@ -25,12 +25,12 @@ def apply_pp(model, layout, group: Group):
     return model
 
 
-def micro_batches(batch: Batch, m: int) -> list[Batch]:
+def micro_batches(batch: TokenBatch, m: int) -> list[TokenBatch]:
     """Split the sequences into m contiguous groups of near-equal count (a sequence is in one)."""
     return [batch.subset(part.tolist()) for part in np.array_split(np.array(batch.seq_ids, dtype=object), m)]
 
 
-def pipeline_step(model, cache, batch: Batch, group: Group, m: int | None = None) -> dict:
+def pipeline_step(model, cache, batch: TokenBatch, group: Group, m: int | None = None) -> dict:
     """Run `batch` through this stage as m = min(PP, seqs) micro-batches: receive (2, n, d) from
     the previous stage, run the layers, send to the next ('pp_stage') or produce the logits."""
     stage, last = group.index, group.index == group.size - 1

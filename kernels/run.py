@@ -30,10 +30,16 @@ def parse(argv=None):
     p.add_argument("--layout", help="e.g. sp=2,tp=2 (default: the strategy's layout on --world-size)")
     p.add_argument("--script", default=None, choices=["mixed", "even", "seesaw", "dp", "flying"],
                    help="request script (default: the strategy's)")
+    # Script-scale defaults: the request scripts are 10-14 steps of at most 86 tokens, so the serving defaults
+    # (perfmodel.knobs: Shift 256 tokens, SiDP 16 decisions) would never switch within them.
     p.add_argument("--threshold", type=int, default=8, help="Shift: run the base (SP) model above this many "
-                   "tokens per step (ArcticInference uses 512; the tiny scripts' steps have 1-22 tokens)")
+                   "tokens per step (serving default: perfmodel.knobs.SHIFT_THRESHOLD_TOKENS)")
     p.add_argument("--sidp-mode", default="auto", choices=["auto", "was", "cas"])
-    p.add_argument("--b-star", type=float, default=2.4, help="SiDP: WaS at or above this batch per replica")
+    p.add_argument("--b-star", type=float, default=2.4, help="SiDP: WaS at or above this batch per replica "
+                   "(a test value between the mixed script's decode and prefill steps; for a deployment "
+                   "perfmodel.sidp.b_star)")
+    p.add_argument("--sidp-hysteresis", type=int, default=1, help="SiDP: switch after the other mode won this "
+                   "many decisions running (serving default: perfmodel.knobs.SIDP_HYSTERESIS_DECISIONS)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="compare logits with the single-device model")
     p.add_argument("--tolerance", type=float, default=TOLERANCE)
@@ -51,7 +57,7 @@ def check_kwargs(a) -> dict:
     if a.strategy == "shift":
         kw["threshold"] = a.threshold
     if a.strategy == "sidp":
-        kw.update(mode=a.sidp_mode, b_star=a.b_star)
+        kw.update(mode=a.sidp_mode, b_star=a.b_star, hysteresis=a.sidp_hysteresis)
     return kw
 
 

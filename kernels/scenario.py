@@ -9,7 +9,7 @@ import dataclasses
 
 import torch
 
-from .kvcache import Batch
+from .kvcache import TokenBatch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,7 @@ def token_ids(req: Request, vocab: int, seed: int) -> torch.Tensor:
     return torch.randint(0, vocab, (req.prompt + req.decode,), generator=gen)
 
 
-def script(requests, vocab: int, seed: int = 0) -> list[Batch]:
+def script(requests, vocab: int, seed: int = 0) -> list[TokenBatch]:
     """Continuous batching: each step holds the arrived, unpaused, unfinished requests; a
     request's first step is its whole prompt, later steps one token each."""
     toks = {r.sid: token_ids(r, vocab, seed) for r in requests}
@@ -45,7 +45,7 @@ def script(requests, vocab: int, seed: int = 0) -> list[Batch]:
             ids.append(r.sid), lens.append(n), parts.append(toks[r.sid][done[r.sid]:done[r.sid] + n])
             done[r.sid] += n
         if ids:
-            steps.append(Batch(tuple(ids), tuple(lens), torch.cat(parts)))
+            steps.append(TokenBatch(tuple(ids), tuple(lens), torch.cat(parts)))
         t += 1
         if t > 10_000:
             raise ValueError("request script does not terminate")

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import copy
 
+from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import ParallelLayout
 
 from .dist import make_group
 from .kvcache import run_step
 from .tp import apply_tp
 from .tpsp import apply_tpsp
-
-THRESHOLD_TOKENS = 512  # ArcticInference's default in code (its docs suggest 256)
 
 
 def shift_layout(layout) -> ParallelLayout:
@@ -40,7 +39,7 @@ def apply_shift(model, layout, order=None) -> tuple:
     return base, shift
 
 
-def shift_step(base, shift, cache, batch, threshold: int = THRESHOLD_TOKENS) -> tuple:
+def shift_step(base, shift, cache, batch, threshold: int = SHIFT_THRESHOLD_TOKENS) -> tuple:
     """Run `batch` on the base model if it has more than `threshold` tokens, else on the shift
     model; both read and write the same cache. Returns (logits by sequence, 'base' or 'shift')."""
     mode = "base" if batch.num_tokens > threshold else "shift"

@@ -17,9 +17,13 @@ all_reduce a TP FFN ends with anyway.
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import torch
 from torch import nn
+
+from perfmodel.knobs import SIDP_HYSTERESIS_DECISIONS
+from perfmodel.sidp import next_mode
 
 from .comm import Group, all_reduce, irecv, isend, p2p, p2p_expose
 from .kvcache import run_step
@@ -48,11 +52,21 @@ def min_slots(dp: int, num_layers: int, cycle: int) -> int:
                for r in range(dp) for c in range(0, num_layers, cycle))
 
 
-def choose_mode(prev: str, rows_per_replica: float, b_star: float, band: float = 0.25) -> str:
-    """WaS while the batch per replica stays >= B*, CaS below it, with a +-band hysteresis."""
-    if prev == "was":
-        return "cas" if rows_per_replica < b_star * (1 - band) else "was"
-    return "was" if rows_per_replica >= b_star * (1 + band) else "cas"
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModeState:
+    """The orchestrator's state: the mode running and the decisions running the other side has won."""
+
+    mode: str = "was"
+    streak: int = 0
+
+
+def choose_mode(state: ModeState, rows_per_replica: float, b_star: float,
+                hysteresis: int = SIDP_HYSTERESIS_DECISIONS) -> ModeState:
+    """The simulator's rule (perfmodel.sidp.next_mode): WaS wants the step when the mean FFN rows per
+    replica are >= b_star (B*: perfmodel.sidp.b_star for a deployment; no default, it depends on the
+    model and GPUs), CaS below; the mode flips after the other side won `hysteresis` decisions running."""
+    want = "was" if rows_per_replica >= b_star else "cas"
+    return ModeState(*next_mode(state.mode, state.streak, want, hysteresis))
 
 
 class SiDPRuntime:

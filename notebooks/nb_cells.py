@@ -35,7 +35,7 @@ Shift Parallelism and Flying Serving: Llama-3.3-70B fp8 on 8 x H200, every step 
 `perfmodel` with the shipped calibrated H200 profile. Then the same trace at 8x its arrival rate.
 """),
     ("code", """
-from perfmodel.cli import resolve_profile
+from perfmodel.calibration.profile import resolve_profile
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
 from simulator.cluster.simulate import SimConfig, simulate
@@ -103,7 +103,7 @@ three-axis frontier over load, request completion time vs arrival rate at 8K inp
 on/off trace.
 """),
     ("code", """
-from perfmodel.cli import resolve_profile
+from perfmodel.calibration.profile import resolve_profile
 from perfmodel.hardware import load_hardware
 from simulator.results.plots import cdf_figure, frontier_figure, timeline_figure
 from simulator.run import run_summary, workload

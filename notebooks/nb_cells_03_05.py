@@ -80,7 +80,7 @@ cost of a live switch (15 ms, pre-built communicators) against a cold restart (1
 """),
     ("code", """
 from perfmodel import memory
-from perfmodel.cli import resolve_profile
+from perfmodel.calibration.profile import resolve_profile
 from perfmodel.framework import Framework
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout

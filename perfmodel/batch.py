@@ -1,4 +1,4 @@
-"""Batch: the aggregates of one engine step that its cost depends on (vectorised over steps).
+"""StepBatch: the aggregates of one engine step that its cost depends on (vectorised over steps).
 
 A step's cost depends on its sequences only through these sums, so 100k steps are 100k-long
 arrays and a decode stretch is affine in `decode_kv_tokens` (the simulator's closed form).
@@ -11,7 +11,7 @@ import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
-class Batch:
+class StepBatch:
     """Aggregates of one (or, with arrays, many) engine steps. Token counts are per instance."""
 
     prefill_tokens: np.ndarray  # new tokens of sequences in prefill (chunks included)
@@ -30,7 +30,7 @@ class Batch:
         return self.prefill_seqs + self.decode_seqs
 
 
-def micro_batch(batch: Batch, m) -> Batch:
+def micro_batch(batch: StepBatch, m) -> StepBatch:
     """The largest of m pipeline micro-batches (it paces the pipeline): ceil(1/m) of the
     sequences and prefill tokens, the rest of the aggregates in proportion."""
     m = np.asarray(m, dtype=float)
@@ -38,8 +38,8 @@ def micro_batch(batch: Batch, m) -> Batch:
     dn = np.ceil(batch.decode_seqs / m)
     share_p = np.where(batch.prefill_tokens > 0, pt / np.maximum(batch.prefill_tokens, 1), 0.0)
     share_d = np.where(batch.decode_seqs > 0, dn / np.maximum(batch.decode_seqs, 1), 0.0)
-    return Batch(pt, ps, batch.prefill_pairs * share_p, batch.prefill_kv_tokens * share_p,
-                 dn, batch.decode_kv_tokens * share_d)
+    return StepBatch(pt, ps, batch.prefill_pairs * share_p, batch.prefill_kv_tokens * share_p,
+                     dn, batch.decode_kv_tokens * share_d)
 
 
 def _arr(x) -> np.ndarray:
@@ -47,11 +47,11 @@ def _arr(x) -> np.ndarray:
 
 
 def make_batch(prefill_tokens=0, prefill_seqs=0, prefill_pairs=0, prefill_kv_tokens=0,
-               decode_seqs=0, decode_kv_tokens=0) -> Batch:
-    """Batch from aggregates (scalars or arrays broadcast together)."""
+               decode_seqs=0, decode_kv_tokens=0) -> StepBatch:
+    """StepBatch from aggregates (scalars or arrays broadcast together)."""
     vals = np.broadcast_arrays(*(_arr(v) for v in (prefill_tokens, prefill_seqs, prefill_pairs,
                                                    prefill_kv_tokens, decode_seqs, decode_kv_tokens)))
-    return Batch(*(np.array(v, dtype=float) for v in vals))
+    return StepBatch(*(np.array(v, dtype=float) for v in vals))
 
 
 def aggregates(new_tokens, context_lens) -> tuple:
@@ -68,19 +68,19 @@ def aggregates(new_tokens, context_lens) -> tuple:
             float((cpre + npre).sum()), int(dec.sum()), float((c[dec] + 1).sum()))
 
 
-def batch_from_seqs(new_tokens, context_lens) -> Batch:
+def batch_from_seqs(new_tokens, context_lens) -> StepBatch:
     """One step from per-sequence arrays (see `aggregates`)."""
     return make_batch(*aggregates(new_tokens, context_lens))
 
 
-def prefill_batch(prompt_tokens, seqs=1, cached_tokens=0) -> Batch:
+def prefill_batch(prompt_tokens, seqs=1, cached_tokens=0) -> StepBatch:
     """`seqs` sequences each prefilling `prompt_tokens` new tokens after `cached_tokens`."""
     n, s, c = _arr(prompt_tokens), _arr(seqs), _arr(cached_tokens)
     return make_batch(prefill_tokens=n * s, prefill_seqs=s, prefill_pairs=s * (n * c + n * (n + 1) / 2),
                       prefill_kv_tokens=s * (c + n))
 
 
-def decode_batch(seqs, context_tokens) -> Batch:
+def decode_batch(seqs, context_tokens) -> StepBatch:
     """`seqs` sequences decoding one token each with `context_tokens` keys each (mean)."""
     s, c = _arr(seqs), _arr(context_tokens)
     return make_batch(decode_seqs=s, decode_kv_tokens=s * c)

@@ -5,30 +5,21 @@ import argparse
 import json
 import sys
 
+from .calibration.profile import resolve_profile
 from .framework import DEFAULT_FRAMEWORK
 from .hardware import hardware_names, load_hardware
+from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
 from .modelspec import load_model, preset_names
 
 ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_per_s", "max_context_tokens")
 
 
-def resolve_profile(hw, name: str | None):
-    """The calibrated profile: 'none' -> None (datasheet roofline), a path/name, or hw's default."""
-    if name == "none":
-        return None
-    try:
-        from .calibration.profile import default_profile, load_profile
-    except ImportError:  # calibration package not installed in this checkout
-        return None
-    return load_profile(name) if name else default_profile(hw)
-
-
 def _explain(spec, hw, prof, args, out) -> None:
     """Per-term breakdown of the first prefill step and a mid-generation decode step."""
     from .batch import decode_batch, prefill_batch
     from .cost import step_cost
-    from .estimate import deployment, instance_layout
+    from .deploy import deployment, instance_layout
     from .framework import vllm_default_limits
 
     fw = DEFAULT_FRAMEWORK
@@ -91,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--input", type=int, default=4096, help="input tokens per request")
     e.add_argument("--output", type=int, default=250, help="output tokens per request")
     e.add_argument("--strategies", default="dp,tp,sp,shift", help="comma list of dp,tp,pp,sp,shift,ep; layouts like tp=2,pp=4 are separated by ';'")
-    e.add_argument("--threshold", type=int, default=256, help="Shift's token threshold")
+    e.add_argument("--threshold", type=int, default=SHIFT_THRESHOLD_TOKENS,
+                   help="Shift's token threshold (perfmodel/knobs.py says why this default)")
     e.add_argument("--profile", default=None, help="calibrated profile JSON or name; 'none' for the datasheet roofline")
     e.add_argument("--explain", action="store_true", help="per-term breakdown and where each term came from")
     e.add_argument("--format", default="table", choices=("table", "csv", "json"))

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from . import ops
-from .batch import Batch, micro_batch
+from .batch import StepBatch, micro_batch
 from .comm import padded_tokens, step_calls
 from .framework import DEFAULT_FRAMEWORK, Framework
 
@@ -80,7 +80,12 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework):
     return gemm, np.where(n_loc > 0, elementwise, 0.0)
 
 
-def _layer_attention_s(spec, layout, hw, batch: Batch, prof):
+def _any(x) -> bool:
+    """np.any(x), without its ~2 us per call for one number (StepTable asks one step at a time)."""
+    return bool(x) if isinstance(x, (int, float)) else bool(np.any(x))
+
+
+def _layer_attention_s(spec, layout, hw, batch: StepBatch, prof):
     """Attention of one layer on one GPU: all tokens of the step (after the Ulysses all-to-all),
     this GPU's heads; sliding-window layers read at most `sliding_window` keys per query."""
     shards = layout.tp * layout.sp
@@ -95,9 +100,9 @@ def _layer_attention_s(spec, layout, hw, batch: Batch, prof):
         pairs = pairs * (1 - win_frac) + np.minimum(pairs, batch.prefill_tokens * w) * win_frac
         pkv = pkv * (1 - win_frac) + np.minimum(pkv, batch.prefill_seqs * w + batch.prefill_tokens) * win_frac
     t = np.zeros(np.shape(batch.decode_seqs))
-    if np.any(batch.prefill_seqs):  # (skipped for decode-only steps: the simulator's hot path)
+    if _any(batch.prefill_seqs):  # (skipped for decode-only steps: the simulator's hot path)
         t = t + ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
-    if np.any(batch.decode_seqs):
+    if _any(batch.decode_seqs):
         t = t + ops.attn_decode_time_s(batch.decode_seqs, dkv, heads, kvh, dh, spec.kv_dtype, hw, prof)
     return t
 
@@ -152,12 +157,12 @@ def seq_terms(spec, layout, hw, seqs, prof=None, fw: Framework = DEFAULT_FRAMEWO
     return terms
 
 
-def attention_s(spec, layout, hw, batch: Batch, prof=None) -> np.ndarray:
+def attention_s(spec, layout, hw, batch: StepBatch, prof=None) -> np.ndarray:
     """Attention of one micro-batch over every layer of the busiest stage."""
     return sum(_stage_layers(spec, layout)) * _layer_attention_s(spec, layout, hw, batch, prof)
 
 
-def _stage_s(spec, layout, hw, batch: Batch, prof, fw: Framework) -> dict:
+def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework) -> dict:
     """Terms of one micro-batch through the busiest pipeline stage."""
     terms = token_terms(spec, layout, hw, batch.tokens, prof, fw)
     for k, v in seq_terms(spec, layout, hw, batch.seqs, prof, fw).items():
@@ -166,7 +171,7 @@ def _stage_s(spec, layout, hw, batch: Batch, prof, fw: Framework) -> dict:
     return terms
 
 
-def step_cost(spec, layout, hw, batch: Batch, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> StepCost:
+def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> StepCost:
     """Time of one engine step of one instance: every scheduled sequence advances by its new tokens.
 
     PP: the batch is split into m = min(pp, seqs) micro-batches, the largest pacing the pipeline;

@@ -159,14 +159,6 @@ class ModelSpec:
         hi = self.embedding_params + self.norm_params
         return (self.num_params - hi) * self.weight_bytes_per_param + hi * DTYPE_BYTES["bf16"]
 
-    @property
-    def attn_weight_bytes(self) -> float:
-        return self.num_layers * self.attn_params_per_layer * self.weight_bytes_per_param
-
-    @property
-    def ffn_weight_bytes(self) -> float:
-        return self.ffn_params_total * self.weight_bytes_per_param
-
     # ---- per-token costs ----------------------------------------------------------------
     @property
     def matmul_params_per_token(self) -> int:
@@ -197,10 +189,6 @@ class ModelSpec:
         full = self.num_layers - self.num_sliding_layers
         win = min(context_len, self.sliding_window) if self.sliding_window else context_len
         return per_layer_tok * (full * context_len + self.num_sliding_layers * win)
-
-    def with_dtypes(self, weights: str | None = None, kv: str | None = None) -> "ModelSpec":
-        return dataclasses.replace(self, weight_dtype=weights or self.weight_dtype,
-                                   kv_dtype=kv or self.kv_dtype)
 
 
 def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf16") -> ModelSpec:

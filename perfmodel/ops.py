@@ -18,6 +18,15 @@ ATTN_EFF = 0.6  # flash-attention forward reaches ~60% of dense matmul peak on H
 #   (FlashAttention-3 paper: 600-740 of 989 TFLOP/s at long sequences, bf16)
 COPY_LATENCY_S = 10e-6  # cudaMemcpyAsync launch + PCIe round trip, ~10 us
 
+
+def _where_positive(x: np.ndarray, t):
+    """np.where(x > 0, t, 0.0), without numpy's per-call cost when x and t are single numbers (the
+    simulator's one-step path): the same 0-d array either way."""
+    if x.ndim == 0 and np.ndim(t) == 0:
+        return np.asarray(t if x > 0 else 0.0)
+    return np.where(x > 0, t, 0.0)
+
+
 # nccl-tests bus-bandwidth factors: busbw = algbw * factor(k); algbw = size_bytes / time
 def busbw_factor(op: str, k):
     """nccl-tests PERFORMANCE.md: all_reduce 2(k-1)/k; all_gather, reduce_scatter, all_to_all
@@ -60,11 +69,11 @@ def attn_prefill_time_s(pairs, kv_tokens, seqs, heads, kv_heads, head_dim, kv_dt
     if prof is not None:
         t = prof.attn_prefill_time_s(pairs, kv_tokens, seqs, heads, kv_heads, head_dim, kv_dtype=kv_dtype)
         if t is not None:
-            return np.where(seqs > 0, t, 0.0)
+            return _where_positive(seqs, t)
     flops = 4.0 * heads * head_dim * pairs
     nbytes = kv_tokens * 2.0 * kv_heads * head_dim * DTYPE_BYTES[kv_dtype]
     t = np.maximum(flops / (hw.achieved_bf16_tflops * 1e12 * ATTN_EFF), nbytes / (hw.achieved_hbm_gbs * 1e9))
-    return np.where(seqs > 0, t + KERNEL_FLOOR_S, 0.0)
+    return _where_positive(seqs, t + KERNEL_FLOOR_S)
 
 
 def attn_decode_time_s(seqs, kv_tokens, heads, kv_heads, head_dim, kv_dtype: str, hw, prof=None):
@@ -74,9 +83,9 @@ def attn_decode_time_s(seqs, kv_tokens, heads, kv_heads, head_dim, kv_dtype: str
     if prof is not None:
         t = prof.attn_decode_time_s(seqs, kv_tokens, heads, kv_heads, head_dim, kv_dtype=kv_dtype)
         if t is not None:
-            return np.where(seqs > 0, t, 0.0)
+            return _where_positive(seqs, t)
     nbytes = kv_tokens * 2.0 * kv_heads * head_dim * DTYPE_BYTES[kv_dtype]
-    return np.where(seqs > 0, nbytes / (hw.achieved_hbm_gbs * 1e9) + KERNEL_FLOOR_S, 0.0)
+    return _where_positive(seqs, nbytes / (hw.achieved_hbm_gbs * 1e9) + KERNEL_FLOOR_S)
 
 
 def collective_time_s(op: str, size_bytes, group: int, hw, prof=None):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from . import memory, ops
+from . import memory, ops, steptable
 from .batch import decode_batch, prefill_batch
 from .cost import step_cost
+from .deploy import Deployment
+from .estimate import saturated_throughput
 from .framework import DEFAULT_FRAMEWORK, Framework, vllm_default_limits
 from .layout import LayoutError, ParallelLayout
 
@@ -76,8 +78,6 @@ def static_time_s(spec, lay, hw, gpus, job: Job, prof=None, fw=DEFAULT_FRAMEWORK
     """A static layout under its two schedules. prefill-first (vLLM v0): waves of as many requests
     as the GPU KV holds, prefilled then decoded; decode-first (vLLM v1, chunked prefill): the
     saturated steady state of perfmodel.estimate. Returns {schedule: seconds}."""
-    from .estimate import Deployment, saturated_throughput
-
     inst = gpus // lay.gpus_per_instance
     per_wave = decode_batch_seqs(spec, lay, hw, job, fw) * inst
     if per_wave < 1:
@@ -96,6 +96,34 @@ def reshard_s(spec, lay, hw, prof=None) -> float:
     """Weight reload of `lay`'s shards from pinned host memory: each GPU pulls its own bytes over
     its host link at once (Seesaw's re-sharding cost)."""
     return float(ops.copy_time_s("h2d", memory.weight_bytes_per_gpu(spec, lay), hw, prof))
+
+
+def kv_bytes(spec, tokens) -> float:
+    """KV bytes of `tokens` tokens over the whole model (the CPU store's unit; each GPU holds
+    1/gpus of it under any tp x pp layout)."""
+    return spec.kv_bytes_per_token * tokens
+
+
+def swap_s(kind: str, tokens, spec, hw, gpus: int, prof=None) -> float:
+    """Moving `tokens` tokens' KV between the GPUs and the CPU store ('d2h' out, 'h2d' in): every
+    GPU copies its 1/gpus share over its own host link at once. Nothing to move costs nothing."""
+    return float(ops.copy_time_s(kind, kv_bytes(spec, tokens) / gpus, hw, prof)) if tokens else 0.0
+
+
+def prefill_step_s(compute_s: float, swap_out_tokens, spec, hw, gpus: int, prof=None) -> float:
+    """A prefill step under c_p that swaps its prompts' KV (`swap_out_tokens`) out to the CPU store:
+    Seesaw's async swap-out overlaps the compute, so the longer of the two paces the step."""
+    return max(compute_s, swap_s("d2h", swap_out_tokens, spec, hw, gpus, prof))
+
+
+def decode_stretch_s(c0: float, c1: float, kv_tokens: float, seqs: int, steps: int, pull_tokens,
+                     spec, hw, gpus: int, prof=None) -> float:
+    """`steps` decode steps of `seqs` sequences under c_d (step time c0 + c1 * keys, from `kv_tokens`
+    keys, perfmodel.steptable) after pulling `pull_tokens` tokens' KV in from the CPU store: the
+    prefetcher overlaps the pull with the first step, so only what that step does not hide adds."""
+    first = c0 + c1 * kv_tokens
+    pull = swap_s("h2d", pull_tokens, spec, hw, gpus, prof)
+    return steptable.decode_stretch_s(c0, c1, kv_tokens, seqs, steps) + max(0.0, pull - first)
 
 
 def seesaw_time_s(spec, c_p, c_d, hw, gpus, job: Job, cpu_buffer_bytes_per_gpu: float | None = None,

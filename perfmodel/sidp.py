@@ -16,7 +16,8 @@ import numpy as np
 from . import ops
 from .batch import decode_batch
 from .cost import ACT_BYTES, step_cost
-from .framework import DEFAULT_FRAMEWORK, Framework
+from .framework import DEFAULT_FRAMEWORK, Framework, SchedulerLimits
+from .knobs import SIDP_B_STAR_CONTEXT_TOKENS, SIDP_HYSTERESIS_DECISIONS
 from .layout import ParallelLayout
 
 CAS_VARIANTS = {  # name: (owner fuses all rows into one GEMM, replicas with no work send nothing)
@@ -27,6 +28,8 @@ CAS_VARIANTS = {  # name: (owner fuses all rows into one GEMM, replicas with no 
 # What-if, not in SYSTEMS.md: replicas staggered by a layer, so at any moment each owner serves one
 # replica (no fusion) and all owners work at once; see cas_step_s.
 STAGGERED = "staggered"
+# B*'s search bound: vLLM's largest default token budget, so no replica decodes more rows in a step
+MAX_ROWS = SchedulerLimits().max_num_batched_tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,8 +146,8 @@ def fsdp_step_s(local_s, spec, hw, cfg: SiDPConfig, prof=None):
     return np.where(local > 0, local + spec.num_layers * ag, 0.0)
 
 
-def hide_batch(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
-               max_batch: int = 8192) -> int:
+def hide_batch(spec, hw, cfg: SiDPConfig, ctx: float = SIDP_B_STAR_CONTEXT_TOKENS, prof=None,
+               fw: Framework = DEFAULT_FRAMEWORK, max_batch: int = MAX_ROWS) -> int:
     """The smallest per-replica decode batch (contexts of `ctx` tokens) whose per-layer compute
     hides one layer's fetch: above it WaS costs what a replica holding every weight costs
     (SYSTEMS.md 3's definition of B*)."""
@@ -155,8 +158,8 @@ def hide_batch(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Fram
     return int(b[ok[0]]) if len(ok) else max_batch
 
 
-def b_star(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
-           max_batch: int = 8192) -> int:
+def b_star(spec, hw, cfg: SiDPConfig, ctx: float = SIDP_B_STAR_CONTEXT_TOKENS, prof=None,
+           fw: Framework = DEFAULT_FRAMEWORK, max_batch: int = MAX_ROWS) -> int:
     """B*, the orchestrator's threshold: the smallest per-replica decode batch (every replica at
     it, contexts of `ctx` tokens) at which a WaS step is no slower than a CaS step. It is at most
     hide_batch: below hide_batch WaS waits on the fetch, but CaS in lockstep runs the owners one
@@ -177,3 +180,11 @@ def b_star(spec, hw, cfg: SiDPConfig, ctx: float = 1024, prof=None, fw: Framewor
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if was_not_slower(mid) else (mid + 1, hi)
     return lo
+
+
+def next_mode(mode: str, streak: int, want: str, decisions: int = SIDP_HYSTERESIS_DECISIONS) -> tuple:
+    """The orchestrator's switching rule, shared by the simulator and the kernels: (mode, streak)
+    after one decision that wants `want`. `streak` counts the decisions running that the other side
+    has won; one for the running mode resets it, and the mode flips on the `decisions`-th."""
+    streak = streak + 1 if want != mode else 0
+    return (want, 0) if streak >= decisions else (mode, streak)

@@ -12,8 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from perfmodel.cli import resolve_profile
+from perfmodel.calibration.profile import resolve_profile
 from perfmodel.hardware import hardware_names, load_hardware
+from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import load_model, preset_names
 
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", default="shift", help=f"one of {', '.join(sorted(POLICIES))}")
     p.add_argument("--layout", help="explicit layout, e.g. tp=2,pp=4 or sp=4,tp=2 (DP fills the GPUs)")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="policy knob, e.g. threshold=256 (repeatable)")
+                   help=f"policy knob, e.g. threshold={SHIFT_THRESHOLD_TOKENS} (repeatable)")
     p.add_argument("--compare", help="comma list of policies to run on the same trace, side by side")
     p.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
     p.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())})")
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-batched-tokens", type=int, help="token budget per step (vLLM default by GPU)")
     p.add_argument("--max-num-seqs", type=int, help="running sequences at most (vLLM default by GPU)")
     p.add_argument("--no-chunked-prefill", action="store_true")
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--block-size", type=int, default=KV_BLOCK_TOKENS)
     p.add_argument("--schedule-order", default="decode-first", choices=SCHEDULE_ORDERS)
     p.add_argument("--max-waiting", type=int, default=0, help="admission cap (0 = unlimited)")
     p.add_argument("--priority-scheduling", action="store_true", help="serve waiting requests by priority")

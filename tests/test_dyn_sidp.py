@@ -39,7 +39,7 @@ def test_kv_capacity_gain_equals_memory_plan():
 def test_default_layout_is_the_static_dp_one_or_the_smallest_sidp_that_fits():
     """70B bf16: the static DP deployment's 4 x TP2. 405B bf16 needs TP8 statically (one replica),
     so SiDP takes the smallest TP whose shared-FFN plan fits with two or more replicas: 2 x TP4."""
-    from perfmodel.estimate import deployment
+    from perfmodel.deploy import deployment
     from simulator.policies.sidp.policy import sidp_plans
 
     fw = DEFAULT_FRAMEWORK
@@ -88,16 +88,17 @@ def test_staggered_cas_what_if_costs_the_local_step_plus_round_trips():
 
 
 def test_b_star_comes_from_the_profile_of_the_step_tables():
-    """The orchestrator's B* is computed with the profile the replicas' step times use."""
+    """The orchestrator's B* is computed with the run's profile, the one the replicas' step times
+    use (policies receive the profile like every other part)."""
     from perfmodel.calibration.profile import load_profile
-    from perfmodel.steptable import StepTable
+    from perfmodel.knobs import SIDP_B_STAR_CONTEXT_TOKENS
     from simulator.policies.sidp.policy import sidp_plans
 
     cal, fw, cfg = load_profile("h200_sxm"), DEFAULT_FRAMEWORK, sidp.SiDPConfig(dp=4, tp=2)
-    mode = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})[0].modes["was"]
-    mode(lambda lay: StepTable(SPEC, lay, HW, cal, fw, max_tokens=512, max_seqs=64))
-    assert mode.orch.b_star == sidp.b_star(SPEC, HW, cfg, 1024, prof=cal)
-    assert mode.orch.b_star != sidp.b_star(SPEC, HW, cfg, 1024)  # the datasheet's differs
+    orch = sidp_plans("sidp", None, SPEC, HW, 8, fw, {}, prof=cal)[0].modes["was"].orch
+    assert orch.b_star == sidp.b_star(SPEC, HW, cfg, SIDP_B_STAR_CONTEXT_TOKENS, prof=cal)
+    datasheet = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})[0].modes["was"].orch
+    assert datasheet.b_star == sidp.b_star(SPEC, HW, cfg, SIDP_B_STAR_CONTEXT_TOKENS) != orch.b_star
 
 
 @pytest.mark.parametrize("dp,tp", [(8, 1), (4, 2), (2, 4)])

@@ -12,6 +12,8 @@ pytest.importorskip("torch")
 
 from kernels.checks import COMM_OPS, expected_bytes, make_spec, suite, world_results  # noqa: E402
 
+pytestmark = pytest.mark.slow  # its spawned worlds (w=2, w=4): ~40 s on 2 cores, shared with test_kernels_parity
+
 PERF_MODELLED = [(w, n) for w in (2, 4) for n, kw in suite(w).items() if kw["strategy"] != "sidp"]
 EP_SUMMED = {("all_to_all", "moe_dispatch"), ("all_to_all", "moe_combine")}
 EP_OWN = EP_SUMMED

@@ -29,6 +29,7 @@ def test_bad_layout_is_exit_2(capsys):
     assert "error:" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and a 2-rank world: ~4 s
 def test_module_entry_point():
     r = subprocess.run([sys.executable, "-m", "kernels.run", "--strategy", "pp", "--world-size", "2", "--check"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -10,16 +10,16 @@ torch = pytest.importorskip("torch")
 from kernels import comm, scenario  # noqa: E402
 from kernels.dp import make_router  # noqa: E402
 from kernels.flying import storages, tp_view  # noqa: E402
-from kernels.kvcache import Batch, KVCache, make_cache, run_step  # noqa: E402
+from kernels.kvcache import KVCache, TokenBatch, make_cache, run_step  # noqa: E402
 from kernels.model import build_model  # noqa: E402
-from kernels.sidp import choose_mode, min_slots, owner, prefetch_order  # noqa: E402
+from kernels.sidp import ModeState, choose_mode, min_slots, owner, prefetch_order  # noqa: E402
 from perfmodel.modelspec import load_model  # noqa: E402
 
 SPEC = load_model("tiny")
 
 
-def batch(parts: dict) -> Batch:
-    return Batch(tuple(parts), tuple(len(t) for t in parts.values()), torch.cat(list(parts.values())))
+def batch(parts: dict) -> TokenBatch:
+    return TokenBatch(tuple(parts), tuple(len(t) for t in parts.values()), torch.cat(list(parts.values())))
 
 
 def test_decode_with_kv_cache_equals_one_shot_prefill():
@@ -90,8 +90,16 @@ def test_sidp_peak_shifted_prefetch_order():
 
 
 def test_sidp_mode_hysteresis():
-    assert choose_mode("was", 3.5, 4) == "was" and choose_mode("was", 2.9, 4) == "cas"
-    assert choose_mode("cas", 4.5, 4) == "cas" and choose_mode("cas", 5, 4) == "was"
+    """The simulator's streak rule (B* = 4 rows and a streak of 3: test values): the mode flips on
+    the third decision running for the other side, and an agreeing decision resets the count."""
+    s = ModeState("was")
+    for _ in range(2):
+        s = choose_mode(s, 3.9, b_star=4, hysteresis=3)
+    assert s == ModeState("was", 2)
+    assert choose_mode(s, 4.0, 4, 3) == ModeState("was", 0)  # rows >= B*: WaS wins, streak resets
+    s = choose_mode(s, 1.0, 4, 3)
+    assert s == ModeState("cas", 0)
+    assert choose_mode(s, 4.0, 4, 1) == ModeState("was", 0)
 
 
 def test_flying_tp_views_allocate_no_storage():

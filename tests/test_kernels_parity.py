@@ -10,6 +10,8 @@ pytest.importorskip("torch")
 
 from kernels.checks import make_spec, suite, world_results  # noqa: E402
 
+pytestmark = pytest.mark.slow  # its spawned worlds (w=2, w=4): ~40 s on 2 cores, shared with test_kernels_bytes
+
 # Absolute tolerance on logits of std ~1, |max| ~4.3 (see docs/kernels.md): every strategy only
 # re-associates fp32 sums (all_reduce order, GEMMs over other row sets); observed <= 3e-6; a real
 # bug (a wrong head, a stale KV entry) moves logits by O(1) (wrong head order: 3.4 to 4.6).

@@ -39,6 +39,7 @@ def run2(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
 def test_rows_schema_and_all_suites(run2):
     df = read_measurements(run2)
     assert tuple(df.columns) == COLUMNS
@@ -57,6 +58,7 @@ def test_rows_schema_and_all_suites(run2):
     assert set(coll.group_size) == {2} and set(coll.backend) == {"gloo"} and (coll.device_count == 2).all()
 
 
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
 def test_busbw_column_follows_nccl_tests(run2):
     df = read_measurements(run2)
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"):
@@ -65,6 +67,7 @@ def test_busbw_column_follows_nccl_tests(run2):
         assert r.achieved == pytest.approx(algbw * float(busbw_factor(op, 2)), rel=1e-3)
 
 
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
 def test_failing_cases_are_error_rows_and_the_suite_goes_on(run2):
     df = read_measurements(run2)
     err = df[df.error != ""]
@@ -78,6 +81,7 @@ def test_failing_cases_are_error_rows_and_the_suite_goes_on(run2):
     assert (df.loc[first_err:, "error"] == "").any()
 
 
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
 def test_environment_record(run2):
     runs = json.loads(writer.env_path(run2).read_text())["runs"]
     rec = runs[-1]
@@ -87,6 +91,7 @@ def test_environment_record(run2):
     assert not writer.pending_path(run2).exists()
 
 
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
 def test_calibrate_and_validate_read_the_rows(run2, tmp_path, capsys):
     cli = pytest.importorskip("perfmodel.calibration.cli")
     prof = tmp_path / "cpu.json"
@@ -96,6 +101,7 @@ def test_calibrate_and_validate_read_the_rows(run2, tmp_path, capsys):
     assert "gemm" in table and "all_reduce" in table and "held-out" in table
 
 
+@pytest.mark.slow  # two microbench runs in fresh interpreters: ~4 s
 def test_resume_skips_measured_retries_failed_and_records_a_dead_case(tmp_path):
     out = tmp_path / "r.csv"
     sweep = json.dumps(dict(SWEEP, grid_n=[256], grid_m=[1], model_m=[], copy=[1024, 4096, 4]))

@@ -23,6 +23,7 @@ def test_notebooks_are_generated_and_stripped():
         assert all(not c.get("outputs") and c.get("execution_count") is None for c in cells if c["cell_type"] == "code")
 
 
+@pytest.mark.slow  # a Jupyter kernel per notebook: 3-9 s each, ~30 s together
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs(name, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="notebook deps: pip install '.[dev]'")

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from perfmodel import memory, ops
-from perfmodel.cli import resolve_profile
+from perfmodel.calibration.profile import resolve_profile
 from perfmodel.estimate import estimate
 from perfmodel.framework import Framework
 from perfmodel.hardware import load_hardware

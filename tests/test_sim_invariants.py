@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_util import CheckedEngine, assert_monotone, assert_same_requests, run, workload
+from test_sim_util import KVCheck, assert_monotone, assert_same_requests, run, workload
 
-from simulator.cluster import simulate as cluster
+from simulator.cluster.router import ROUTERS
 from simulator.results.metrics import ConservationError, check_conservation, summarize
 from simulator.workload import load_trace
 
@@ -47,9 +47,8 @@ def test_conservation_holds_and_violations_raise():
 def _check_run(w, policy, gpus, **kw):
     """Run fast-forward and step by step with KV checks; assert every invariant; return the ff run."""
     eng = kw.pop("engine")
-    with mock.patch.object(cluster, "Engine", CheckedEngine):
-        ff = run(w, policy=policy, gpus=gpus, engine={**eng, "fast_forward": True}, **kw)
-        step = run(w, policy=policy, gpus=gpus, engine={**eng, "fast_forward": False}, **kw)
+    ff = run(w, policy=policy, gpus=gpus, engine={**eng, "fast_forward": True}, check=KVCheck(), **kw)
+    step = run(w, policy=policy, gpus=gpus, engine={**eng, "fast_forward": False}, check=KVCheck(), **kw)
     f = ff.requests.frame()
     check_conservation(f)
     assert set(f["status"]) <= {"completed", "rejected"}
@@ -79,7 +78,7 @@ def scenarios(draw):
                   block_size=draw(st.sampled_from([1, 16, 64])),
                   enable_chunked_prefill=draw(st.booleans()),
                   priority_scheduling=draw(st.booleans()))
-    kw = dict(router=draw(st.sampled_from(cluster.ROUTERS)), max_concurrency=draw(st.sampled_from([0, 0, 1, 3, 8])))
+    kw = dict(router=draw(st.sampled_from(ROUTERS)), max_concurrency=draw(st.sampled_from([0, 0, 1, 3, 8])))
     return workload(np.cumsum(gaps), inp, out, priority=prio), policy, gpus, util, engine, kw
 
 

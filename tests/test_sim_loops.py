@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from test_sim_util import batch, hardware, model, run, workload
 
-from perfmodel.estimate import deployment, tpot_s, ttft_s
+from perfmodel.deploy import deployment
+from perfmodel.estimate import tpot_s, ttft_s
 from perfmodel.framework import vllm_default_limits
 
 

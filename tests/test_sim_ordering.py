@@ -7,8 +7,6 @@ import pytest
 from test_sim_util import assert_same_requests, run, run_both, workload
 
 from perfmodel.steptable import decode_stretch_s
-from simulator.cluster import simulate as cluster
-from simulator.engine.loop import Engine
 
 LONG = ([0.0], [500], [400])  # one request decoding for ~2 s
 
@@ -19,14 +17,18 @@ def _with(arrival_s, base=LONG):
     return workload(list(t) + [arrival_s], list(i) + [100], list(o) + [3])
 
 
-class StretchLog(Engine):
-    """Records every decode stretch (start_s, c0, c1, k0, n, steps) the engine plans."""
+class StretchLog:
+    """A step hook recording every decode stretch (start_s, c0, c1, k0, n, planned steps)."""
 
-    log: list = []
+    def __init__(self):
+        self.log = []
 
-    def _sleep_stretch(self, dur):
-        StretchLog.log.append(self._stretch)
-        return (yield from super()._sleep_stretch(dur))
+    def attach(self, engine) -> None:
+        engine.step_hooks.append(self)
+
+    def __call__(self, engine, schedule, steps, st) -> None:
+        if st is not None:
+            self.log.append((st.start_s, st.c0, st.c1, st.k0, st.n, st.steps))
 
 
 def test_arrival_at_a_step_boundary_is_seen_by_it_step_by_step():
@@ -39,12 +41,11 @@ def test_arrival_at_a_step_boundary_is_seen_by_it_step_by_step():
         assert later["scheduled_s"].iloc[1] == pytest.approx(t + base["duration_s"].iloc[j + 1], rel=1e-12)
 
 
-def test_arrival_at_a_boundary_inside_a_stretch_is_seen_by_it(monkeypatch):
+def test_arrival_at_a_boundary_inside_a_stretch_is_seen_by_it():
     """Fast-forward: the boundary after step j of a stretch is start + closed-form sum of j steps."""
-    monkeypatch.setattr(cluster, "Engine", StretchLog)
-    StretchLog.log = []
-    run(workload(*LONG))
-    start, c0, c1, k0, n, k = StretchLog.log[0]
+    log = StretchLog()
+    run(workload(*LONG), check=log)
+    start, c0, c1, k0, n, k = log.log[0]
     assert k > 100
     for j in (1, 7, k // 2, k - 1):
         t = start + decode_stretch_s(c0, c1, k0, n, j)

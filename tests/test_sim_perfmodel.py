@@ -16,7 +16,8 @@
 import pytest
 from test_sim_util import batch, hardware, model, run, workload
 
-from perfmodel.estimate import deployment, estimate, tpot_s, ttft_s
+from perfmodel.deploy import deployment
+from perfmodel.estimate import estimate, tpot_s, ttft_s
 from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
 from perfmodel.layout import ParallelLayout
 from perfmodel.steptable import StepTable, decode_stretch_s

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_sim_util import assert_monotone, assert_same_requests, batch, checked_engines, run, run_both, workload
+from test_sim_util import assert_monotone, assert_same_requests, batch, KVCheck, run, run_both, workload
 
 from simulator.results.metrics import check_conservation, summarize
 
@@ -104,14 +104,14 @@ def test_unchunked_prompt_above_budget_is_rejected_not_a_crash():
 
 
 @pytest.mark.parametrize("util, block_size", [(0.14, 16), (0.15, 1), (0.16, 64)])
-def test_preemption_by_recompute_under_kv_pressure(monkeypatch, util, block_size):
+def test_preemption_by_recompute_under_kv_pressure(util, block_size):
     """Demand far above the KV: requests are preempted (KV freed, re-prefilled later), KV never
     exceeds capacity, and every request still completes with all its tokens."""
-    eng = checked_engines(monkeypatch)
+    eng = KVCheck()
     rng = np.random.default_rng(2)
     n = 60
     w = workload(np.zeros(n), rng.integers(200, 2000, n), rng.integers(100, 800, n))
-    res = run(w, util=util, engine=dict(block_size=block_size))
+    res = run(w, util=util, engine=dict(block_size=block_size), check=eng)
     f = _frame(res)
     assert f["preemptions"].sum() > 0
     assert (f["status"] == "completed").all()
@@ -150,28 +150,30 @@ def test_reserve_full_prompt_admits_only_prompts_that_fit_whole(monkeypatch):
     admitted only if its whole prompt (+ recompute) fits the free blocks left for it, checked at
     every admission; under KV pressure with small chunks this stops the admit-then-preempt churn
     of first-chunk admission, and the run stays exact under fast-forward."""
-    from simulator.cluster import simulate as cluster
-    from simulator.engine.loop import Engine
-    from simulator.engine.scheduler import blocks_for
+    from simulator.engine import loop, scheduler
+    from simulator.engine.batch import blocks_for
 
     seen = []
 
-    class Checked(Engine):
-        def _admit(self, granted, left, free):
-            before = len(self._adm_cols)
-            out = super()._admit(granted, left, free)
-            for (pos, prompt, _, _, gen, _), chunk in zip(self._adm_cols[before:], self._adm_tok[before:]):
-                assert int(blocks_for(prompt + gen, self.bs)) <= free, (pos, prompt + gen, free)
-                free -= int(blocks_for(chunk, self.bs))  # what the chunk takes; the next one sees the rest
-                seen.append(pos)
-            return out
+    def checked(batch, waiting, free_blocks, req, lim, admit=True):
+        """The real scheduler; every admission's whole prompt checked against the free blocks."""
+        s = scheduler.schedule(batch, waiting, free_blocks, req, lim, admit)
+        if not s.admitted:  # (a step that preempted admits nothing)
+            return s
+        free = free_blocks - int(np.count_nonzero(batch.computed % lim.block_size == 0)) if s.decode_running \
+            else free_blocks - int((blocks_for(batch.computed + s.granted[:len(batch)], lim.block_size) - batch.blocks).sum())
+        for (pos, prompt, _, _, gen, _), chunk in zip(s.admitted, s.admitted_tokens):
+            assert int(blocks_for(prompt + gen, lim.block_size)) <= free, (pos, prompt + gen, free)
+            free -= int(blocks_for(chunk, lim.block_size))  # what the chunk takes; the next one sees the rest
+            seen.append(pos)
+        return s
 
     rng = np.random.default_rng(5)
     n = 40
     w = workload(np.zeros(n), rng.integers(1200, 2000, n), rng.integers(50, 400, n))
     eng = dict(max_num_batched_tokens=512)
     plain = _frame(run(w, util=0.14, engine=eng))
-    monkeypatch.setattr(cluster, "Engine", Checked)
+    monkeypatch.setattr(loop, "schedule", checked)
     ff, step = run_both(w, util=0.14, engine={**eng, "reserve_full_prompt": True})
     assert len(seen) >= n
     assert_same_requests(ff, step)

@@ -1,5 +1,5 @@
 """Helpers shared by the simulator tests (this module holds no tests): small workloads, one-call
-runs, per-request comparison, and an Engine subclass that checks KV invariants after every step."""
+runs, per-request comparison, and a step hook that checks KV invariants after every step."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,11 +10,9 @@ import numpy as np
 from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-from simulator.cluster import simulate as cluster
 from simulator.cluster.simulate import SimConfig, simulate
+from simulator.engine.batch import blocks_for
 from simulator.engine.config import EngineConfig
-from simulator.engine.loop import Engine
-from simulator.engine.scheduler import blocks_for
 from simulator.workload import make_workload
 
 INT_COLUMNS = ("generated_tokens", "preemptions", "engine", "status", "reject_reason")
@@ -50,11 +48,14 @@ def framework(gpu_memory_utilization: float | None = None):
     return dataclasses.replace(DEFAULT_FRAMEWORK, gpu_memory_utilization=gpu_memory_utilization)
 
 
-def run(w, *, model_name="llama-3.1-8b", hw="h100", weights="fp8", util=None, engine=None, prof=None, **cfg):
-    """simulate() with the datasheet roofline (prof=None) unless told; `engine` = EngineConfig fields."""
+def run(w, *, model_name="llama-3.1-8b", hw="h100", weights="fp8", util=None, engine=None, prof=None,
+        check=None, **cfg):
+    """simulate() with the datasheet roofline (prof=None) unless told; `engine` = EngineConfig
+    fields; `check`: a KVCheck attached to every engine."""
     cfg.setdefault("gpus", 1)
     sim = SimConfig(engine=EngineConfig(**(engine or {})), framework=framework(util), **cfg)
-    return simulate(w, model(model_name, weights), hardware(hw), sim, prof)
+    return simulate(w, model(model_name, weights), hardware(hw), sim, prof,
+                    on_engine=check.attach if check is not None else None)
 
 
 def run_both(w, **kw):
@@ -81,32 +82,30 @@ def assert_same_requests(a, b, rel: float = 1e-9) -> None:
             assert err[i] <= rel, f"{c} of request {np.flatnonzero(ok)[i]}: {x[ok][i]!r} vs {y[ok][i]!r} (rel {err[i]:.2e})"
 
 
-class CheckedEngine(Engine):
-    """An Engine that asserts the KV and batch invariants after every step it applies."""
+class KVCheck:
+    """A step hook asserting the KV and batch invariants after every step of every engine it is
+    attached to (run(..., check=KVCheck())); remembers the most KV blocks any engine held."""
 
-    max_used_blocks = 0  # over every instance, reset by `checked_engines`
+    def __init__(self):
+        self.max_used_blocks = 0
 
-    def _apply(self, *args, **kw):
-        super()._apply(*args, **kw)
-        run = self.run
-        assert 0 <= self.used_blocks <= self.num_blocks, (self.used_blocks, self.num_blocks)
-        assert self.used_blocks == int(run.blocks.sum()), "used_blocks out of step with the batch"
-        assert (run.blocks == blocks_for(run.computed, self.bs)).all(), "blocks != ceil(computed / block)"
-        assert (run.computed <= run.prompt + run.generated).all(), "KV computed past the sampled tokens"
-        assert (run.generated < np.maximum(run.output, 1)).all(), "a finished request still runs"
-        assert len(run) <= self.max_seqs
-        if self._known is run:  # the engine's running sums, kept step by step, equal a recount
-            assert self._sum_computed == int(run.computed.sum()), "cached sum of computed tokens is stale"
-            if self._k_done is not None and len(run):
-                assert self._k_done == int((run.output - run.generated).min()), "cached steps-to-completion stale"
-        CheckedEngine.max_used_blocks = max(CheckedEngine.max_used_blocks, self.used_blocks)
+    def attach(self, engine) -> None:
+        if hasattr(engine, "step_hooks"):  # (Seesaw's phased engine has its own loop)
+            engine.step_hooks.append(self)
 
-
-def checked_engines(monkeypatch) -> type:
-    """Make simulate() build CheckedEngines for the rest of the test."""
-    CheckedEngine.max_used_blocks = 0
-    monkeypatch.setattr(cluster, "Engine", CheckedEngine)
-    return CheckedEngine
+    def __call__(self, engine, schedule, steps, stretch) -> None:
+        batch, kv = engine.batch, engine.kv
+        assert 0 <= kv.used <= kv.num_blocks, (kv.used, kv.num_blocks)
+        assert kv.used == int(batch.blocks.sum()), "used blocks out of step with the batch"
+        assert (batch.blocks == blocks_for(batch.computed, kv.block_size)).all(), "blocks != ceil(computed / block)"
+        assert (batch.computed <= batch.prompt + batch.generated).all(), "KV computed past the sampled tokens"
+        assert (batch.generated < np.maximum(batch.output, 1)).all(), "a finished request still runs"
+        assert len(batch) <= engine.limits.max_seqs
+        # the batch's running sums, kept step by step, equal a recount
+        assert batch.sum_computed == int(batch.computed.sum()), "cached sum of computed tokens is stale"
+        if batch.steps_to_done is not None and len(batch):
+            assert batch.steps_to_done == int((batch.output - batch.generated).min()), "cached steps-to-completion stale"
+        self.max_used_blocks = max(self.max_used_blocks, kv.used)
 
 
 def assert_monotone(res) -> None:

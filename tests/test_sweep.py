@@ -95,6 +95,7 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.mark.slow  # starting a local Ray cluster: ~6 s
 def test_ray_executor_gives_identical_results(ray_session, grid_file, local_results, tmp_path):
     out = tmp_path / "ray.parquet"
     assert main(["sweep", "--grid", str(grid_file), "--out", str(out), "--executor", "ray",

@@ -29,30 +29,38 @@ def _axis(values: np.ndarray, step: float, distinct_max: int = 0) -> np.ndarray:
     return np.arange(np.floor(v[0] / step) * step, v[-1] + step, step)
 
 
-def _pairs(batch, seq_len, kv_len):
+def causal_pairs(batch, seq_len, kv_len):
     """Causal query-key pairs of `batch` sequences of seq_len new tokens after kv_len - seq_len cached."""
     c = kv_len - seq_len
     return batch * (seq_len * c + seq_len * (seq_len + 1) / 2)
 
 
+def _maximum(a, b):
+    """np.maximum(a, b), in plain Python for two floats (one step at a time: a numpy call on
+    scalars costs ~1 us); NaN propagates as in numpy."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a if a >= b else b if a < b else a + b
+    return np.maximum(a, b)
+
+
 def prefill_features(pairs, seqs, heads, kv_heads):
     """(log2 s, log2 seqs*heads, log2 GQA): s solves s(s+1)/2 = pairs per sequence."""
-    s = (np.sqrt(8.0 * pairs / np.maximum(seqs, 1e-30) + 1.0) - 1.0) / 2.0
-    return (np.log2(np.maximum(s, 1e-30)), np.log2(np.maximum(seqs * heads, 1e-30)),
-            np.log2(np.maximum(heads / kv_heads, 1.0)))
+    s = (np.sqrt(8.0 * pairs / _maximum(seqs, 1e-30) + 1.0) - 1.0) / 2.0
+    return (np.log2(_maximum(s, 1e-30)), np.log2(_maximum(seqs * heads, 1e-30)),
+            np.log2(_maximum(heads / kv_heads, 1.0)))
 
 
 def prefill_roofline_s(pairs, kv_tokens, heads, kv_heads, head_dim, roof):
     """max(4 heads head_dim pairs / bf16 peak, KV bytes read / HBM) with datasheet numbers."""
-    return np.maximum(4.0 * heads * head_dim * pairs / (roof["peak_tflops"]["bf16"] * 1e12),
-                      kv_tokens * KV_BYTES * kv_heads * head_dim / (roof["hbm_gbs"] * 1e9))
+    return _maximum(4.0 * heads * head_dim * pairs / (roof["peak_tflops"]["bf16"] * 1e12),
+                    kv_tokens * KV_BYTES * kv_heads * head_dim / (roof["hbm_gbs"] * 1e9))
 
 
 def fit_prefill(df, roof: dict, smooth: float = PREFILL_SMOOTH) -> dict:
     """Per head_dim: efficiency grid over (s, seqs*heads, GQA) from prefill rows (tidy frame)."""
     out = {}
     for dh, g in df.groupby("head_dim"):
-        pairs = _pairs(g.batch.to_numpy(), g.seq_len.to_numpy(), g.kv_len.to_numpy())
+        pairs = causal_pairs(g.batch.to_numpy(), g.seq_len.to_numpy(), g.kv_len.to_numpy())
         kv = g.batch.to_numpy() * g.kv_len.to_numpy()
         h, kvh = g.heads.to_numpy(), g.kv_heads.to_numpy()
         feats = prefill_features(pairs, g.batch.to_numpy(), h, kvh)
@@ -112,13 +120,18 @@ def _intify(v):
 class PrefillTable:
     """Parsed prefill grid of one head_dim."""
 
-    __slots__ = ("axes", "leff")
+    __slots__ = ("axes", "leff", "_point")
 
     def __init__(self, d: dict):
         self.axes = tuple(np.log2(np.asarray(d[a], dtype=float)) for a in ("seq", "seqs_x_heads", "gqa"))
         self.leff = np.log(np.asarray(d["eff_pct"], dtype=float) / 100.0)
+        self._point = grid.ScalarGrid(self.axes, self.leff)
 
     def time_s(self, pairs, kv_tokens, seqs, heads, kv_heads, head_dim, roof):
+        if _scalars(pairs, kv_tokens, seqs, heads, kv_heads):  # one step: Python floats, same numbers
+            pairs, kv_tokens, seqs = float(pairs), float(kv_tokens), float(seqs)
+            eff = np.exp(self._point(prefill_features(pairs, seqs, heads, kv_heads)))
+            return prefill_roofline_s(pairs, kv_tokens, heads, kv_heads, head_dim, roof) / eff
         feats = prefill_features(pairs, seqs, heads, kv_heads)
         eff = np.exp(grid.interp(self.axes, self.leff, feats))
         return prefill_roofline_s(pairs, kv_tokens, heads, kv_heads, head_dim, roof) / eff
@@ -152,11 +165,19 @@ class DecodeTable:
         return fixed + kv_scale * per_byte * np.asarray(kv_tokens, dtype=float) * KV_BYTES * kv_heads * head_dim
 
 
+def _scalars(*xs) -> bool:
+    """All of xs are single numbers (Python or numpy scalars, 0-d arrays)."""
+    for x in xs:
+        if not (isinstance(x, (int, float)) or getattr(x, "ndim", 1) == 0):
+            return False
+    return True
+
+
 def by_head_dim(tables: dict, head_dim: float, fn):
     """fn(table) at `head_dim`: the exact table, else linear between the two nearest, else the nearest."""
-    dims = sorted(tables)
     if head_dim in tables:
         return fn(tables[head_dim])
+    dims = sorted(tables)
     if head_dim <= dims[0] or head_dim >= dims[-1]:
         return fn(tables[dims[0] if head_dim <= dims[0] else dims[-1]])
     hi = next(d for d in dims if d > head_dim)

@@ -19,7 +19,7 @@ from . import gemm as gm
 from . import split
 from .profile import FORMAT, from_dict
 from .readers import sha256
-from .validate import _noise, predict_us
+from .validate import repeat_noise, predict_us
 
 FORMS = {
     "gemm": "efficiency = datasheet roofline / time on the measured (m, n, k) grid per dtype, trilinear in "
@@ -67,7 +67,7 @@ def _errors(kind, df, prof, held) -> dict:
                 rec[f"{part}_median_abs_rel_err"] = round(float(np.median(e)), 4)
                 rec[f"{part}_p90_abs_rel_err"] = round(float(np.percentile(e, 90)), 4)
         sub = df[sel]
-        noise = _noise(kind, sub)
+        noise = repeat_noise(kind, sub)
         if np.isfinite(noise):
             rec["repeat_noise_median_abs_rel"] = round(noise, 4)
         out[lab] = rec

@@ -199,3 +199,11 @@ def default_profile(hw):
     if name and (PROFILE_DIR / f"{name}.json").is_file():
         return load_profile(name)
     return None
+
+
+def resolve_profile(hw, name: str | None):
+    """The profile a run uses: 'none' -> None (datasheet roofline), a shipped name or JSON path,
+    or None given -> hw's default (default_profile). CLIs, sweeps and notebooks all resolve here."""
+    if name == "none":
+        return None
+    return load_profile(name) if name else default_profile(hw)

@@ -18,7 +18,7 @@ KIND_OP = {"prefill": "attention_prefill", "decode": "attention_decode"}
 
 
 def _pairs_kv(df):
-    return att._pairs(df.batch.to_numpy(), df.seq_len.to_numpy(), df.kv_len.to_numpy()), \
+    return att.causal_pairs(df.batch.to_numpy(), df.seq_len.to_numpy(), df.kv_len.to_numpy()), \
         df.batch.to_numpy() * df.kv_len.to_numpy()
 
 
@@ -97,7 +97,7 @@ def _bytes(n: float) -> str:
     return f"{n:.0f}B"
 
 
-def _noise(kind: str, df: pd.DataFrame) -> float:
+def repeat_noise(kind: str, df: pd.DataFrame) -> float:
     """Median |t / median of its repeats - 1| over shapes measured more than once (NaN if none)."""
     shape_cols = {"gemm": ["dtype", "m", "n", "k"],
                   "prefill": ["batch", "seq_len", "kv_len", "heads", "kv_heads", "head_dim"],
@@ -123,7 +123,7 @@ def _summary(op, dtype, subset, kind, d, cal, ds, label, worst_n=5) -> dict:
             "median_abs_rel_err": q(e, 50), "p90_abs_rel_err": q(e, 90),
             "datasheet_median_abs_rel_err": q(eds[np.isfinite(eds)], 50),
             "datasheet_p90_abs_rel_err": q(eds[np.isfinite(eds)], 90),
-            "noise_median_abs_rel": _noise(kind, d), "worst": worst}
+            "noise_median_abs_rel": repeat_noise(kind, d), "worst": worst}
 
 
 def validate(meas, prof, hw) -> list[dict]:

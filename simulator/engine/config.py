@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from perfmodel.knobs import KV_BLOCK_TOKENS
+
 SCHEDULE_ORDERS = ("decode-first", "prefill-first")
 
 
@@ -14,7 +16,7 @@ class EngineConfig:
     max_num_batched_tokens: int | None = None  # token budget of one step
     max_num_seqs: int | None = None  # running sequences at most
     enable_chunked_prefill: bool = True  # vLLM v1: on; off = a prompt must fit the budget whole
-    block_size: int = 16  # KV block in tokens (vLLM's default on CUDA)
+    block_size: int = KV_BLOCK_TOKENS  # KV block in tokens (vLLM's default on CUDA)
     schedule_order: str = "decode-first"  # v1: running requests (decodes) first, then waiting
     max_waiting: int = 0  # admission cap: reject arrivals when this many wait (0 = unlimited)
     priority_scheduling: bool = False  # serve waiting requests by (priority, arrival) not FCFS

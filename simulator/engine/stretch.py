@@ -1,26 +1,55 @@
 """Interruptible decode stretches: a k-step decode-only stretch is one simpy timeout, cut short when
 a request routed to the engine interrupts it (the step in progress still finishes, as it would
 step by step). Step boundaries are start + decode_stretch_s(j), compared in absolute time exactly as
-simpy computes start + delay, so a fast-forwarded run and a step-by-step run see the same instants.
+simpy computes now + delay, so a fast-forwarded run and a step-by-step run see the same instants.
+Only SimPy's public API: Environment.timeout, Process.interrupt, simpy.Interrupt.
 """
 from __future__ import annotations
 
-import heapq
+import math
 
 import simpy
-from simpy.events import NORMAL
 
 from perfmodel.steptable import decode_stretch_s, steps_within
 
 
-def event_at(env, t: float, priority=NORMAL):
-    """A triggered event processed at exactly time t (never before now). Environment.schedule
-    takes a delay, and now + (t - now) can miss t by an ulp, e.g. issuing a request just before its
-    arrival time; this pushes the same heap entry schedule() would, at t itself."""
-    ev = simpy.Event(env)
-    ev._ok, ev._value = True, None  # what Event.succeed() sets
-    heapq.heappush(env._queue, (max(t, env.now), priority, next(env._eid), ev))
-    return ev
+def delay_toward(now: float, t: float) -> float:
+    """A delay d with now + d == t exactly in floating point where one exists (simpy computes
+    now + delay; t - now alone can miss t by an ulp, e.g. issuing a request just before its
+    arrival time), else one that stops short of t: from there t - now is exact (Sterbenz), so a
+    second wait lands on t. 0 if t <= now."""
+    if t <= now:
+        return 0.0
+    d = t - now
+    for _ in range(8):  # a few ulps either way
+        got = now + d
+        if got == t:
+            return d
+        d = math.nextafter(d, math.inf if got < t else -math.inf)
+    d = t - now
+    while now + d >= t:
+        d = math.nextafter(d, -math.inf)
+    return d
+
+
+def sleep_until(env, t: float):
+    """Wait until exactly time t (one timeout, or two when no delay lands on t)."""
+    while env.now < t:
+        yield env.timeout(delay_toward(env.now, t))
+
+
+class Stretch:
+    """A planned stretch of `steps` decode steps of n sequences from k0 keys, starting at start_s,
+    each taking c0 + c1 * keys seconds; `live` while an interrupt may still cut it short."""
+
+    __slots__ = ("start_s", "c0", "c1", "k0", "n", "steps", "live")
+
+    def __init__(self, start_s: float, c0: float, c1: float, k0: float, n: int, steps: int):
+        self.start_s, self.c0, self.c1, self.k0, self.n, self.steps = start_s, c0, c1, k0, n, steps
+        self.live = True
+
+    def duration_s(self, steps: int | None = None) -> float:
+        return decode_stretch_s(self.c0, self.c1, self.k0, self.n, self.steps if steps is None else steps)
 
 
 def steps_until(now: float, start: float, c0, c1, k0, n, at_boundary: bool) -> int:
@@ -36,25 +65,26 @@ def steps_until(now: float, start: float, c0, c1, k0, n, at_boundary: bool) -> i
     return j if on_boundary and at_boundary else j + 1
 
 
-def sleep_stretch(engine, dur):
-    """Sleep through `engine._stretch` = (start_s, c0, c1, k0, n, k) lasting `dur`; on an interrupt,
-    end it after the step in progress (or at the step ending right now, if the interrupting request
-    is seen at a boundary). Returns (steps run, duration). Clears engine._stretch: later arrivals
-    of the same stretch just queue."""
-    env = engine.env
-    start, c0, c1, k0, n, k = engine._stretch
+def sleep_stretch(env, st: Stretch, dur: float):
+    """Sleep through the stretch `st` lasting `dur`; on an interrupt (its cause: whether the
+    interrupting request is seen at a boundary), end it after the step in progress, or at the step
+    ending right now. Returns (steps run, duration). A second interrupt of the same stretch (two
+    requests at one instant) finds it no longer live and changes nothing."""
+    k, end = st.steps, None  # end: the cut stretch's last boundary, when cut
     done = env.timeout(dur)
     while True:
         try:
             yield done
-            break
+            if end is None or env.now >= end:
+                break
+            done = env.timeout(delay_toward(env.now, end))  # stopped short of it: once more
         except simpy.Interrupt as irq:
-            if engine._stretch is None:  # a second request of the same instant: already cut
+            if not st.live:
                 continue
-            engine._stretch = None
-            cut = steps_until(env.now, start, c0, c1, k0, n, irq.cause)
+            st.live = False
+            cut = steps_until(env.now, st.start_s, st.c0, st.c1, st.k0, st.n, irq.cause)
             if cut < k:
-                k = cut
-                done = event_at(env, start + decode_stretch_s(c0, c1, k0, n, k))
-    engine._stretch = None
-    return k, env.now - start
+                k, end = cut, st.start_s + st.duration_s(cut)
+                done = env.timeout(delay_toward(env.now, end))
+    st.live = False
+    return k, env.now - st.start_s

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfmodel.estimate import deployment
+from perfmodel.deploy import deployment
+from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.memory import shift_plan
 
@@ -14,10 +15,10 @@ from simulator.policies.base import EnginePlan, parse_args
 def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
     """Shift Parallelism: base (SP x TP) and shift (TP = all GPUs) over one engine and one KV
     cache; steps with more batched tokens than `threshold` run the base config (SYSTEMS.md 2).
-    Arguments: threshold (tokens, default 256), base ('sp=8' or 'sp=4,tp=2'; default: smallest TP
+    Arguments: threshold (tokens, default perfmodel.knobs.SHIFT_THRESHOLD_TOKENS), base ('sp=8' or 'sp=4,tp=2'; default: smallest TP
     that holds the model, SP over the rest)."""
     a = parse_args(policy_args, {"threshold": int, "base": str})
-    thr = a.get("threshold", 256)
+    thr = a.get("threshold", SHIFT_THRESHOLD_TOKENS)
     dep = deployment("shift", spec, hw, gpus, fw, thr)
     base = dep.base
     if "base" in a or layout:

@@ -2,7 +2,7 @@
 the same perfmodel.deploy.deployment() as `perfmodel estimate`, so both tools agree on layouts."""
 from __future__ import annotations
 
-from perfmodel.estimate import deployment, instance_layout
+from perfmodel.deploy import deployment, instance_layout
 from perfmodel.layout import LayoutError
 
 from simulator.policies.base import EnginePlan, parse_args

@@ -27,7 +27,7 @@ def _model(model: str, weights: str, kv_dtype: str):
 
 @functools.lru_cache(maxsize=8)
 def _hardware(name: str, profile):
-    from perfmodel.cli import resolve_profile
+    from perfmodel.calibration.profile import resolve_profile
     from perfmodel.hardware import load_hardware
 
     hw = load_hardware(name)

@@ -113,11 +113,6 @@ def load_grid(path: str | Path) -> list[dict]:
         raise GridError(f"{path}: {e}") from None
 
 
-def _flat(summ: dict) -> dict:
-    """Summary values Parquet can hold: dicts and lists become JSON text."""
-    return {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in summ.items()}
-
-
 def read_results(path: Path) -> pd.DataFrame:
     """Rows already written (empty frame if none)."""
     return pd.read_parquet(path) if path.is_file() else pd.DataFrame()

@@ -5,8 +5,9 @@ Transition-minimising schedule: prefill whole prompts (as many as the token budg
 one per pipeline stage) and swap each finished prompt's KV out to the CPU store, until the store
 cannot take the next prompt or nothing waits; re-shard to c_d; decode with continuous batching,
 pulling sequences' KV in from the store into c_d's GPU KV (up to its capacity and max_num_seqs)
-until store and batch are empty; re-shard back. Swaps overlap compute (a step lasts max(compute,
-copy)); re-shards do not (perfmodel.seesaw.reshard_s: the new shards' weights over the host link).
+until store and batch are empty; re-shard back. Every duration is perfmodel's: swaps overlap compute
+(perfmodel.seesaw.prefill_step_s, decode_stretch_s); re-shards do not (perfmodel.seesaw.reshard_s:
+the new shards' weights over the host link).
 Same constructor and arrival interface as Engine, so cluster.simulate routes to it unchanged.
 """
 from __future__ import annotations
@@ -15,8 +16,7 @@ from collections import deque
 
 import numpy as np
 
-from perfmodel import ops
-from perfmodel.steptable import decode_stretch_s
+from perfmodel import seesaw
 
 
 class SeesawEngine:
@@ -53,10 +53,11 @@ class SeesawEngine:
                 and self._kv_bytes(int(r.input_tokens[pos])) <= ss.buffer_bytes)
 
     def _kv_bytes(self, tokens: float) -> float:
-        return self.ss.spec.kv_bytes_per_token * tokens  # whole model; each GPU holds 1/gpus of it
+        return seesaw.kv_bytes(self.ss.spec, tokens)  # whole model; each GPU holds 1/gpus of it
 
-    def _copy_s(self, kind: str, tokens: float) -> float:
-        return float(ops.copy_time_s(kind, self._kv_bytes(tokens) / self.ss.gpus, self.ss.hw, self.ss.prof)) if tokens else 0.0
+    def _link(self) -> tuple:
+        """(spec, hw, gpus, prof): what perfmodel.seesaw needs to time a swap."""
+        return self.ss.spec, self.ss.hw, self.ss.gpus, self.ss.prof
 
     def _row(self, start, mode, steps, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0, used=0, switch=0.0):
         self.steps.append(start, self.env.now - start, self.index, self.steps.mode_code(mode), steps,
@@ -98,7 +99,7 @@ class SeesawEngine:
             agg = (tokens, len(take), float((lens * (lens + 1) / 2).sum()), float(tokens))
             start = self.env.now
             parked = [q for q in take if r.output_tokens[q] > 1]  # the rest finish with their first token
-            yield self.env.timeout(max(table.time_s(*agg), self._copy_s("d2h", r.input_tokens[parked].sum())))
+            yield self.env.timeout(seesaw.prefill_step_s(table.time_s(*agg), r.input_tokens[parked].sum(), *self._link()))
             self._row(start, "prefill", 1, *agg)
             r.first_token_s[p] = self.env.now
             for q in take:
@@ -130,10 +131,7 @@ class SeesawEngine:
             k = int(left.min())
             c0, c1 = table.decode_affine(n)
             start = self.env.now
-            first = c0 + c1 * (keys + n)
-            pull = self._copy_s("h2d", pulled)  # prefetch overlapped with the first step of the stretch
-            dur = decode_stretch_s(c0, c1, keys + n, n, k) + max(0.0, pull - first)
-            yield self.env.timeout(dur)
+            yield self.env.timeout(seesaw.decode_stretch_s(c0, c1, keys + n, n, k, pulled, *self._link()))
             self._row(start, "decode", k, dn=n, dkv=keys + n, used=ctx)
             r.generated[idx] += k
             done = [q for q in run if r.generated[q] >= r.output_tokens[q]]

@@ -1,12 +1,12 @@
 """Seesaw (`--policy seesaw`, SYSTEMS.md 4): prefill under c_p, decode under c_d, KV parked in a CPU
-store between the phases (simulator/seesaw_engine.py runs the schedule).
+store between the phases (simulator/policies/seesaw/engine.py runs the schedule).
 
 One SeesawEngine spans the node: c_p and c_d must each be one instance over all GPUs (tp x pp =
 gpus; the DP-filled layouts of perfmodel.seesaw are not simulated). Every time comes from perfmodel:
-StepTables of c_p and c_d for the steps, ops.copy_time_s for the KV swaps (d2h / h2d, overlapped),
+StepTables of c_p and c_d for the steps, perfmodel.seesaw.swap_s for the KV swaps (d2h / h2d, overlapped),
 perfmodel.seesaw.reshard_s for each switch (weights of the new shards from pinned host memory, not
 overlapped; recorded in switch_s); memory.plan(c_d) gives the decode KV, memory.cpu_kv_buffer_bytes
-the default CPU store.
+the default CPU store. Every time, the (c_p, c_d) choice included, uses the run's profile `prof`.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from simulator.policies.base import EnginePlan, parse_args
 from simulator.policies.seesaw.engine import SeesawEngine
 
 REF_INPUT, REF_OUTPUT = 3000, 256  # reference job for the default (c_p, c_d): TARGETS.md's 70B input
+REF_REQUESTS = 1  # its size: prefill_rate and decode_rate read only the lengths, so any count picks the same
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +57,7 @@ def seesaw_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
     perfmodel.seesaw.fastest for a job of `input` x `output` tokens, 3000 x 256), cpu_buffer_gb
     (node total; default memory.cpu_kv_buffer_bytes: half the host memory)."""
     a = parse_args(policy_args, ARGS)
-    job = seesaw.Job(1000, a.get("input", REF_INPUT), a.get("output", REF_OUTPUT))
+    job = seesaw.Job(REF_REQUESTS, a.get("input", REF_INPUT), a.get("output", REF_OUTPUT))
     whole = [lay for lay in seesaw.layouts(spec, hw, gpus, fw) if lay.gpus_per_instance == gpus]
     if not whole:
         raise LayoutError(f"{spec.name} fits no tp x pp layout over {gpus} x {hw.name}")

@@ -13,18 +13,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-import numpy as np
-
 from perfmodel import sidp
-from perfmodel.estimate import deployment
+from perfmodel.deploy import deployment
 from perfmodel.layout import LayoutError, ParallelLayout
+from perfmodel.knobs import SIDP_B_STAR_CONTEXT_TOKENS, SIDP_HYSTERESIS_DECISIONS
 from perfmodel.memory import sidp_plan
 
 from simulator.policies.base import EnginePlan, parse_args
 
+from .orchestrator import Orchestrator, SiDPMode
+
 MODES = ("auto", "was", "cas", "fsdp")
-HYSTERESIS_DECISIONS = 16  # not published (SYSTEMS.md: "with hysteresis"): two group steps of D = 8
-#   replicas must agree before the mode flips, so one replica's completion cannot flap it
 
 
 def _flag(v: str) -> bool:
@@ -36,128 +35,6 @@ def _flag(v: str) -> bool:
 
 
 _flag.__name__ = "on/off flag"
-
-
-class Orchestrator:
-    """Global WaS/CaS decision over the D replicas (mutable simulation state, one per run)."""
-
-    def __init__(self, dp: int, b_star: int | None, hysteresis: int, fixed: str | None, b_star_fn=None):
-        self.rows = np.zeros(dp)  # FFN rows (tokens) of each replica's current or last step
-        self.engines: list = [None] * dp
-        self.b_star, self.hysteresis, self.fixed = b_star, hysteresis, fixed
-        self._b_star_fn = b_star_fn  # prof -> B*, used once the step tables (and their profile) exist
-        self.mode = fixed or "was"
-        self.last_mode = [self.mode] * dp  # the mode of each replica's current step or stretch
-        self._streak = 0
-
-    def profile_seen(self, prof) -> None:
-        """Fix B* from the profile the replicas' step tables use (calibrated or datasheet), so the
-        threshold and the step times come from the same numbers."""
-        if self.b_star is None and not self.fixed:  # (a fixed mode never reads it)
-            self.b_star = self._b_star_fn(prof)
-
-    def attach(self, rank: int, engine) -> None:
-        """Observe `engine`: its running batch, and its completions (which change the rows every
-        other replica's CaS steps are charged for, so their decode stretches are re-planned)."""
-        self.engines[rank] = engine
-        inner = engine.on_finish
-
-        def on_finish(pos):
-            inner(pos)
-            self._replan(lambda r: r != rank and self.last_mode[r] == "cas")
-        engine.on_finish = on_finish
-
-    def _replan(self, which) -> None:
-        """End the decode stretches of the selected replicas after their step in progress (the
-        engine's own mechanism for arrivals: an interrupt while a stretch may be cut short)."""
-        for r, e in enumerate(self.engines):
-            if e is not None and which(r) and e._stretch is not None:
-                e.proc.interrupt()
-
-    def current_rows(self) -> np.ndarray:
-        """Rows per replica, 0 for replicas that are idle now."""
-        idle = [e is not None and len(e.run) == 0 for e in self.engines]
-        return np.where(idle, 0.0, self.rows)
-
-    def decide(self, rank: int, tokens: int) -> str:
-        self.rows[rank] = tokens
-        if self.fixed:
-            self.last_mode[rank] = self.fixed
-            return self.fixed
-        want = "was" if self.current_rows().mean() >= self.b_star else "cas"
-        self._streak = self._streak + 1 if want != self.mode else 0
-        if self._streak >= self.hysteresis:
-            self.mode, self._streak = want, 0
-            self._replan(lambda r: r != rank)  # a global switch reaches every replica's next step
-        self.last_mode[rank] = self.mode
-        return self.mode
-
-    def service_rows(self, rank: int, tokens: int, stretch: bool) -> np.ndarray:
-        """FFN rows the owners serve in a CaS group step: this replica's tokens; for a single step
-        the others' current steps, for a decode stretch (and for replicas inside one) their running
-        sequences (a neighbour's prefill is one step, not charged to a whole stretch)."""
-        rows = self.current_rows()
-        for r, e in enumerate(self.engines):
-            if e is not None and (stretch or e._stretch is not None):
-                rows[r] = float(len(e.run))
-        rows[rank] = tokens
-        return rows
-
-    def context_tokens(self, rank: int, n: int) -> float:
-        """Keys the next decode step of `rank` reads (its running contexts + the new tokens)."""
-        e = self.engines[rank]
-        return float(e.run.computed.sum() + n) if e is not None else 0.0
-
-
-class SiDPStep:
-    """Step-time object of one replica in one mode: time_s(*agg) and decode_affine(n), as StepTable."""
-
-    def __init__(self, mode: str, rank: int, orch: Orchestrator, local, cfg: sidp.SiDPConfig):
-        self.mode, self.rank, self.orch, self.local, self.cfg = mode, rank, orch, local, cfg
-        self.spec, self.hw, self.prof, self.fw = local.spec, local.hw, local.prof, local.fw
-        self._cas: dict = {}
-
-    def _time(self, local_s: float, tokens: int, stretch: bool = False) -> float:
-        if self.mode == "was":
-            return float(sidp.was_step_s(local_s, self.spec, self.hw, self.cfg, self.rank, self.prof, self.fw))
-        if self.mode == "fsdp":
-            return float(sidp.fsdp_step_s(local_s, self.spec, self.hw, self.cfg, self.prof))
-        rows = self.orch.service_rows(self.rank, tokens, stretch)
-        key = tuple(rows.tolist())  # the group's FFN service depends only on the rows: memoised
-        if key not in self._cas:
-            self._cas[key] = sidp.cas_step_s(1.0, rows, self.rank, self.spec, self.hw, self.cfg, self.prof) - 1.0
-        return local_s + self._cas[key] if local_s > 0 else 0.0
-
-    def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0) -> float:
-        return self._time(self.local.time_s(pt, ps, pairs, pkv, dn, dkv), pt + dn)
-
-    def decode_affine(self, n: int) -> tuple[float, float]:
-        """CaS and FSDP add a context-independent term (exact); WaS is max(compute, fetch) per layer,
-        linearised over the first step of the stretch from its actual context (exact while the
-        stretch stays on one side of the compute = fetch point)."""
-        c0, c1 = self.local.decode_affine(n)
-        k0 = self.orch.context_tokens(self.rank, n)
-        t0, t1 = self._time(c0 + c1 * k0, n, True), self._time(c0 + c1 * (k0 + n), n, True)
-        slope = (t1 - t0) / n
-        return t0 - slope * k0, slope
-
-
-@dataclasses.dataclass(frozen=True)
-class SiDPMode:
-    """A mode entry of an EnginePlan: called with the cluster's table(layout) -> SiDPStep."""
-
-    mode: str
-    rank: int
-    orch: Orchestrator
-    cfg: sidp.SiDPConfig
-
-    def __call__(self, table_fn) -> SiDPStep:
-        step = SiDPStep(self.mode, self.rank, self.orch, table_fn(ParallelLayout(tp=self.cfg.tp)), self.cfg)
-        self.orch.profile_seen(step.prof)
-        return step
-
-    def __str__(self) -> str:
-        return f"sidp {self.mode} (dp={self.cfg.dp}, tp={self.cfg.tp})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,9 +102,10 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     if not plan.fits:
         raise LayoutError(f"{spec.name} does not fit SiDP dp={dp}, tp={tp} on {hw.name}: "
                           f"{(plan.weight_bytes_per_gpu + plan.extra_bytes_per_gpu) / 1e9:.1f} GB per GPU")
-    ctx = a.get("ctx", 1024)
-    orch = Orchestrator(dp, a.get("b_star"), a.get("hysteresis", HYSTERESIS_DECISIONS), None if mode == "auto" else mode,
-                        lambda prof: B_STAR_RULES[rule](spec, hw, cfg, ctx, prof=prof, fw=fw))
+    b_star = a.get("b_star")
+    if b_star is None and mode == "auto":  # from the run's profile: threshold and step times agree
+        b_star = B_STAR_RULES[rule](spec, hw, cfg, a.get("ctx", SIDP_B_STAR_CONTEXT_TOKENS), prof=prof, fw=fw)
+    orch = Orchestrator(dp, b_star, a.get("hysteresis", SIDP_HYSTERESIS_DECISIONS), None if mode == "auto" else mode)
     names = ("was", "cas") if mode == "auto" else (mode,)
     return [SiDPPlan({m: SiDPMode(m, r, orch, cfg) for m in names}, lambda t, r=r: orch.decide(r, t),
                      plan.kv_capacity_tokens, tuple(range(r * tp, (r + 1) * tp)),

@@ -1,0 +1,74 @@
+"""Issuing the workload's requests: at their arrival times (open loop), or at most C in flight
+(closed loop, a benchmark client with max_concurrency), in trace order.
+
+Same-time rule (tests/test_sim_ordering.py pins it): a request arriving at the very time a step
+ends is seen by that step boundary. An engine whose step ends at an instant with arrivals still
+to deliver waits on `due()` until they are issued, whatever order SimPy drew the two events in.
+"""
+from __future__ import annotations
+
+import math
+
+from simulator.engine.stretch import sleep_until
+
+
+class Arrivals:
+    """The issuing process of one run and the state engines and the cluster read from it."""
+
+    def __init__(self, env, arrival_s, issue, max_concurrency: int = 0):
+        self.env, self.arrival_s, self.issue = env, arrival_s, issue  # issue(pos, at_boundary)
+        self.limit = max_concurrency
+        self.in_flight = 0
+        self.next_s = math.inf  # arrival time the process waits for (inf: it waits for none)
+        self._flushed = None  # the event engines wait on while arrivals of this instant are due
+        self._slot = None  # closed loop: the event a completion frees a slot with
+        env.process(self._closed() if max_concurrency else self._open())
+
+    def due(self):
+        """An event to wait for while requests arriving now are still to be issued, else None."""
+        if self.next_s > self.env.now:
+            return None
+        if self._flushed is None:
+            self._flushed = self.env.event()
+        return self._flushed
+
+    def finished(self, pos: int) -> None:
+        """A request completed: one slot free (closed loop)."""
+        self.in_flight -= 1
+        if self._slot is not None and not self._slot.triggered:
+            self._slot.succeed()
+
+    def _wait_until(self, t: float):
+        self._flush(t)
+        yield from sleep_until(self.env, t)
+
+    def _flush(self, next_s: float) -> None:
+        """Every request due so far is issued; the process waits for `next_s` next."""
+        self.next_s = next_s
+        if self._flushed is not None:
+            ev, self._flushed = self._flushed, None
+            ev.succeed()
+
+    def _open(self):
+        arrivals, env = self.arrival_s, self.env
+        for pos in range(len(arrivals)):
+            if arrivals[pos] > env.now:
+                yield from self._wait_until(arrivals[pos])
+            self.in_flight += self.issue(pos, True)
+        self._flush(math.inf)
+
+    def _closed(self):
+        arrivals, env = self.arrival_s, self.env
+        at_boundary = True  # resumed by the start or an arrival, not by a completion's slot
+        for pos in range(len(arrivals)):
+            while self.in_flight >= self.limit:
+                self._flush(math.inf)
+                self._slot = env.event()
+                yield self._slot
+                at_boundary = False
+            self._slot = None
+            if arrivals[pos] > env.now:
+                yield from self._wait_until(arrivals[pos])
+                at_boundary = True
+            self.in_flight += self.issue(pos, at_boundary)
+        self._flush(math.inf)
