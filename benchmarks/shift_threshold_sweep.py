@@ -24,8 +24,8 @@ def sweep(n: int, out=sys.stdout) -> list[dict]:
     bursty, sat = workload(BURSTY.format(n=n)), workload(SATURATED.format(n=4 * n))
     rows = []
     for thr in THRESHOLDS:
-        b = run_summary(bursty, "shift", policy_args={"threshold": thr})
-        s = run_summary(sat, "shift", policy_args={"threshold": thr})
+        b = run_summary(bursty, "shift", policy_args={"threshold": thr}, profile="none")
+        s = run_summary(sat, "shift", policy_args={"threshold": thr}, profile="none")
         rows.append({"threshold": thr, "median_ttft_ms": b["median_ttft_ms"], "median_tpot_ms": b["median_tpot_ms"],
                      "saturated_tok_s": s["total_token_throughput"], "switches": b["mode_switches"]})
     print(f"{'threshold':>10} {'TTFT ms':>9} {'TPOT ms':>9} {'sat tok/s':>10} {'switches':>9}", file=out)

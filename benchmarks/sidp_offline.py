@@ -33,14 +33,9 @@ def main(argv=None) -> int:
     p.add_argument("--reserve-full-prompt", action="store_true")
     p.add_argument("--calibrated", action="store_true", help="the hardware's calibrated profile, not the datasheet")
     a = p.parse_args(argv)
-    prof = None
-    if a.calibrated:
-        from perfmodel.calibration.profile import default_profile
-        from perfmodel.hardware import load_hardware
-        prof = default_profile(load_hardware(a.hardware))
-    m = dict(model=a.model, weights=a.weights, hardware=a.hardware, prof=prof,
+    m = dict(model=a.model, weights=a.weights, hardware=a.hardware, profile=None if a.calibrated else "none",
              engine=EngineConfig(max_num_batched_tokens=a.budget, reserve_full_prompt=a.reserve_full_prompt))
-    print(f"{a.model} ({a.weights}) on 8 x {a.hardware}, {'calibrated' if prof else 'datasheet'} roofline, "
+    print(f"{a.model} ({a.weights}) on 8 x {a.hardware}, {'calibrated' if a.calibrated else 'datasheet'} roofline, "
           f"budget {a.budget or 'vLLM default'}, {'whole-prompt' if a.reserve_full_prompt else 'first-chunk'} admission")
     for i, job in enumerate(JOBS):
         wl = workload(f"batch?n={a.n}&{job}&seed=0")

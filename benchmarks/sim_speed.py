@@ -142,12 +142,11 @@ def run_cli(trace: Path, out_dir: str) -> float:
 
 def cli_phases(trace: Path, out_dir: Path) -> tuple[dict, dict, str]:
     """The CLI run's phases, timed in-process with the functions the CLI calls; (seconds, summary, profile)."""
-    # imported here: the run path is moving (simulator/run.py); the other figures keep working
     from tqdm import tqdm
 
-    from perfmodel.calibration.profile import resolve_profile
-    from simulator.cli import build_parser
-    from simulator.results.metrics import time_series
+    from simulator.cli import build_parser, run_spec
+    from simulator.results.files import write_run
+    from simulator.run import hardware_and_profile, model_spec, run
     from simulator.workload.cli import workload_from_args
 
     sec = {}
@@ -156,26 +155,19 @@ def cli_phases(trace: Path, out_dir: Path) -> tuple[dict, dict, str]:
                                                            for _ in range(CLI_REPEATS))
     args = build_parser().parse_args(["--trace", str(trace), *CLI_ARGS, "--out", str(out_dir)])
     sec["trace load"], w = _wall(workload_from_args, args)
+    rs = run_spec(args.policy, args)
     t0 = time.perf_counter()
-    spec, hw = load_model(args.model, weights=args.weights, kv=args.kv_dtype), load_hardware(args.hardware)
-    prof = resolve_profile(hw, args.profile)
+    model_spec(rs.model, rs.weights, rs.kv_dtype)
+    prof = hardware_and_profile(rs.hardware, rs.profile)[1]
     prof_name = f"calibrated {prof.name}" if prof is not None else "datasheet"
     sec["model, hardware, profile"] = time.perf_counter() - t0
-    cfg = SimConfig(policy=args.policy, gpus=args.gpus)  # EngineConfig() = the CLI flags' defaults
     t0 = time.perf_counter()
     with tqdm(total=len(w), delay=3, file=io.StringIO(), unit="req", desc=args.policy) as bar:
-        res = simulate(w, spec, hw, cfg, prof, progress=bar.update)
-    sec[f"simulate ({prof_name} profile, progress bar)"] = time.perf_counter() - t0
+        r = run(w, rs, progress=bar.update)  # simulator.run, as the CLI calls it
+    sec[f"simulate + frames + summary ({prof_name} profile, progress bar)"] = time.perf_counter() - t0
+    summ = r.summary
     t0 = time.perf_counter()
-    req, steps = res.requests.frame(), res.steps.frame()
-    summ = summarize(req, steps, res.engines, args.slo_ttft_ms, args.slo_tpot_ms)
-    sec["frames + summary"] = time.perf_counter() - t0
-    t0 = time.perf_counter()  # what the CLI writes with --out (its _write)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    req.to_parquet(out_dir / "requests.parquet", index=False)
-    steps.to_parquet(out_dir / "steps.parquet", index=False)
-    time_series(req, steps, args.window_s).to_csv(out_dir / "timeseries.csv")
-    (out_dir / "summary.json").write_text(json.dumps(summ, indent=2) + "\n")
+    write_run(out_dir, summ, r.requests, r.steps, args.window_s)  # what the CLI writes with --out
     sec["writing outputs (2 parquet, csv, json)"] = time.perf_counter() - t0
     return sec, summ, prof_name
 

@@ -35,17 +35,14 @@ Shift Parallelism and Flying Serving: Llama-3.3-70B fp8 on 8 x H200, every step 
 `perfmodel` with the shipped calibrated H200 profile. Then the same trace at 8x its arrival rate.
 """),
     ("code", """
-from perfmodel.calibration.profile import resolve_profile
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-from simulator.cluster.simulate import SimConfig, simulate
-from simulator.results.metrics import summarize
 from simulator.results.plots import cdf_figure, timeline_figure
+from simulator.run import RunSpec, run
 from simulator.workload import load_trace, rate_scale, time_window
 
 spec = load_model("llama-3.3-70b", weights="fp8")
 hw = load_hardware("h200")
-prof = resolve_profile(hw, None)  # the hardware's shipped profile (None -> datasheet roofline)
 trace = load_trace("burstgpt.csv")  # a bare name resolves to the bundled traces/ file
 if QUICK:
     trace = time_window(trace, 0, 400)
@@ -55,15 +52,14 @@ print(len(trace), "requests over", round(trace.requests.arrival_s.max()), "s")
 POLICIES = ["tp", "dp", "sp", "shift", "flying"]
 
 
-def run(wl, policy):
-    res = simulate(wl, spec, hw, SimConfig(policy=policy, gpus=8), prof)
-    req, steps = res.requests.frame(), res.steps.frame()
-    return summarize(req, steps, res.engines), req, steps
+def simulate(wl, policy):
+    r = run(wl, RunSpec(policy=policy))  # the defaults: Llama-3.3-70B fp8, 8 x H200, calibrated profile
+    return r.summary, r.requests, r.steps
 
 
-runs = {p: run(trace, p) for p in POLICIES}
+runs = {p: simulate(trace, p) for p in POLICIES}
 busy = rate_scale(trace, 8.0)
-runs_busy = {p: run(busy, p) for p in POLICIES}
+runs_busy = {p: simulate(busy, p) for p in POLICIES}
 """),
     ("code", """
 KEYS = ["median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "total_token_throughput"]
@@ -114,7 +110,7 @@ N_SAT = 1200  # enough requests to keep every replica saturated (fewer: the tail
 
 
 def run(spec_text, policy, **kw):
-    return run_summary(workload(spec_text), policy, prof=prof, **kw)
+    return run_summary(workload(spec_text), policy, **kw)  # the calibrated h200 profile (run's default)
 """),
     ("code", """
 # published (TARGETS.md): TTFT ms, TPOT ms (one request), combined tok/s (saturated)
@@ -145,7 +141,7 @@ rct.round(2)
 """),
     ("code", """
 BURSTY = f"onoff?n={150 if QUICK else 300}&low=0.5-1&high=4-6&off_s=30&on_s=15&input=4096&output=250&seed=1"
-bursty = {p: run_summary(workload(BURSTY), p, prof=prof, frames=True) for p in POLICIES}
+bursty = {p: run_summary(workload(BURSTY), p, frames=True) for p in POLICIES}
 save(timeline_figure([(p, r[1], r[2]) for p, r in bursty.items() if p != "sp"], window_s=5.0), "01_shift_bursty")
 save(cdf_figure([(p, r[1]) for p, r in bursty.items()]), "01_shift_bursty_cdf")
 pd.DataFrame({p: r[0] for p, r in bursty.items()}).T[["median_ttft_ms", "median_tpot_ms", "mode_switches"]]
@@ -208,7 +204,7 @@ from simulator.results.plots import kv_capacity_figure
 from simulator.run import run_summary, workload
 
 spec, hw = load_model("llama-3.1-70b", weights="bf16"), load_hardware("h200")
-MODEL = dict(model="llama-3.1-70b", weights="bf16")
+MODEL = dict(model="llama-3.1-70b", weights="bf16", profile="none")  # datasheet roofline, as docs/policies.md
 """),
     ("code", """
 rows = []

@@ -80,7 +80,6 @@ cost of a live switch (15 ms, pre-built communicators) against a cold restart (1
 """),
     ("code", """
 from perfmodel import memory
-from perfmodel.calibration.profile import resolve_profile
 from perfmodel.framework import Framework
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
@@ -90,12 +89,11 @@ from simulator.run import run_summary, workload
 from simulator.workload import make_workload
 
 hw = load_hardware("h200")
-prof = resolve_profile(hw, None)
 N = 150 if QUICK else 300
 BURSTY = f"onoff?n={N}&low=0.5-1&high=4-6&off_s=30&on_s=15&input=4096&output=250&priority=-1:0.05,0:0.95&seed=1"
 """),
     ("code", """
-runs = {p: run_summary(workload(BURSTY), p, prof=prof, frames=True) for p in ("tp", "dp", "flying")}
+runs = {p: run_summary(workload(BURSTY), p, frames=True) for p in ("tp", "dp", "flying")}
 save(timeline_figure([(p, r[1], r[2]) for p, r in runs.items()], window_s=5.0), "04_flying_bursty")
 ttft = pd.DataFrame({p: {"priority": r[1].loc[r[1]["priority"] < 0, "ttft_ms"].median(),
                          "others": r[1].loc[r[1]["priority"] >= 0, "ttft_ms"].median(),
@@ -128,13 +126,13 @@ arr = np.sort(np.random.default_rng(0).uniform(0, 20, n))
 inp, outp = np.full(n, 2048), np.full(n, 128)
 inp[5], outp[5] = 200_000, 100  # longer than one DP unit's KV
 long_wl = make_workload({"arrival_s": arr, "input_tokens": inp, "output_tokens": outp})
-long = {p: run_summary(long_wl, p, prof=prof, frames=True, **kw)
+long = {p: run_summary(long_wl, p, frames=True, **kw)
         for p, kw in (("dp", {}), ("flying", {"policy_args": {"low_load": 1}}))}
 {p: r[1].loc[5, "status"] for p, r in long.items()}
 """),
     ("code", """
 SW = f"poisson?rate=3&n={40 if QUICK else 120}&input=1024&output=32&priority=-1:0.1,0:0.9&seed=4"
-sw = {k: run_summary(workload(SW), "flying", prof=prof, frames=True, policy_args=a)
+sw = {k: run_summary(workload(SW), "flying", frames=True, policy_args=a)
       for k, a in (("live switch", {}), ("cold restart", {"restart": "cold"}))}
 cost = pd.DataFrame({k: {"switches": int((r[2]["switch_s"] > 0).sum()), "switch time (s)": r[2]["switch_s"].sum(),
                          "duration (s)": r[0]["duration"], "median TTFT (ms)": r[0]["median_ttft_ms"]}

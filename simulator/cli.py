@@ -12,16 +12,17 @@ import json
 import sys
 from pathlib import Path
 
-from perfmodel.calibration.profile import resolve_profile
-from perfmodel.hardware import hardware_names, load_hardware
+from perfmodel.hardware import hardware_names
 from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError
-from perfmodel.modelspec import load_model, preset_names
+from perfmodel.modelspec import preset_names
 
-from simulator.cluster.simulate import ROUTERS, SimConfig, simulate
+from simulator.cluster.router import ROUTERS
 from simulator.engine.config import SCHEDULE_ORDERS, EngineConfig
-from simulator.results.metrics import ConservationError, summarize, time_series
+from simulator.results.files import write_run
+from simulator.results.metrics import ConservationError
 from simulator.policies import POLICIES
+from simulator.run import RunSpec, run
 from simulator.workload import TraceError
 from simulator.workload.cli import add_trace_args, describe, workload_from_args
 
@@ -81,25 +82,26 @@ def _policy_args(items) -> tuple:
     return tuple(out)
 
 
-def run_one(policy: str, args, workload, spec, hw, prof) -> tuple[dict, object, object]:
-    """Simulate one policy; returns (summary, requests frame, steps frame)."""
+def run_spec(policy: str, args) -> RunSpec:
+    """The RunSpec the command line describes for one policy."""
     eng = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                        enable_chunked_prefill=not args.no_chunked_prefill, block_size=args.block_size,
                        schedule_order=args.schedule_order, max_waiting=args.max_waiting,
                        priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward,
                        reserve_full_prompt=args.reserve_full_prompt)
-    cfg = SimConfig(policy=policy, layout=args.layout, gpus=args.gpus, policy_args=_policy_args(args.policy_arg),
-                    engine=eng, router=args.router, max_concurrency=args.max_concurrency)
+    return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
+                   kv_dtype=args.kv_dtype, profile=args.profile, layout=args.layout,
+                   policy_args=_policy_args(args.policy_arg), engine=eng, router=args.router,
+                   max_concurrency=args.max_concurrency, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
+
+
+def run_one(policy: str, args, workload) -> tuple[dict, object, object]:
+    """Simulate one policy (simulator.run, with a progress bar); (summary, requests, steps)."""
     from tqdm import tqdm
 
     with tqdm(total=len(workload), delay=3, file=sys.stderr, unit="req", desc=policy) as bar:
-        res = simulate(workload, spec, hw, cfg, prof, progress=bar.update)
-    req, steps = res.requests.frame(), res.steps.frame()
-    summ = summarize(req, steps, res.engines, args.slo_ttft_ms, args.slo_tpot_ms)
-    summ.update(policy=policy, layout=" / ".join(f"{m}: {l}" for m, l in res.engines[0]["modes"].items()),
-                model=spec.name, hardware=hw.name, gpus=args.gpus, trace=workload.source,
-                kv_capacity_tokens=res.engines[0]["kv_capacity_tokens"])
-    return summ, req, steps
+        r = run(workload, run_spec(policy, args), progress=bar.update)
+    return r.summary, r.requests, r.steps
 
 
 def _print_table(summaries: list[dict], out) -> None:
@@ -114,14 +116,6 @@ def _print_table(summaries: list[dict], out) -> None:
               file=out)
 
 
-def _write(out_dir: Path, summ, req, steps, window_s) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    req.to_parquet(out_dir / "requests.parquet", index=False)
-    steps.to_parquet(out_dir / "steps.parquet", index=False)
-    time_series(req, steps, window_s).to_csv(out_dir / "timeseries.csv")
-    (out_dir / "summary.json").write_text(json.dumps(summ, indent=2) + "\n")
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["sweep"]:  # `simulate sweep --grid GRID.toml --out results.parquet ...`
@@ -134,22 +128,20 @@ def main(argv=None) -> int:
         if args.describe:
             describe(workload, args.plot)
             return 0
-        spec = load_model(args.model, weights=args.weights, kv=args.kv_dtype)
-        hw = load_hardware(args.hardware)
-        prof = resolve_profile(hw, args.profile)
         policies = [p.strip() for p in (args.compare or args.policy).split(",") if p.strip()]
-        results = [run_one(p, args, workload, spec, hw, prof) for p in policies]
+        results = [run_one(p, args, workload) for p in policies]
         summaries = [r[0] for r in results]
         if args.format == "json":
             print(json.dumps(summaries if args.compare else summaries[0], indent=2))
         else:
-            print(f"{workload.source}: {len(workload)} requests on {args.gpus} x {hw.name}, {spec.name} "
-                  f"({args.weights}); profile: {getattr(prof, 'name', None) or 'datasheet'}")
+            first = summaries[0]
+            print(f"{workload.source}: {len(workload)} requests on {args.gpus} x {first['hardware']}, {first['model']} "
+                  f"({args.weights}); profile: {first['profile']}")
             _print_table(summaries, sys.stdout)
         if args.out:
             for summ, req, steps in results:
                 d = Path(args.out) / summ["policy"] if args.compare else Path(args.out)
-                _write(d, summ, req, steps, args.window_s)
+                write_run(d, summ, req, steps, args.window_s)
         if args.plot:
             from simulator.results.plots import timeline_figure
 

@@ -1,14 +1,69 @@
-"""One call from (trace, model, hardware, policy) to the summary dict: what the dynamic-policy
-tests, sweeps and benchmarks share (the CLI's run_one without argparse)."""
+"""The one run path: (workload, RunSpec) -> Run (summary, request and step tables).
+
+The CLI, sweeps, notebooks and benchmarks all call `run`, so a run means the same thing
+everywhere: the same profile default (the hardware's calibrated profile; `profile="none"` for the
+datasheet roofline), the same summary keys, and `kv_capacity_tokens` = the KV capacity of the whole
+deployment in tokens (the sum over its engines; `max_request_tokens` is the largest one engine holds).
+"""
 from __future__ import annotations
 
+import dataclasses
+import functools
+
+from perfmodel.calibration.profile import resolve_profile
+from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-
-from simulator.cluster.simulate import SimConfig, simulate
+from simulator.cluster.simulate import SimConfig, SimResult, simulate
 from simulator.engine.config import EngineConfig
 from simulator.results.metrics import summarize
 from simulator.workload.synthetic import generate, parse_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Everything a run is set up with besides the workload (the CLI's flags, a sweep's axes)."""
+
+    policy: str = "shift"
+    model: str = "llama-3.3-70b"  # preset, HF id or config.json
+    hardware: str = "h200"
+    gpus: int = 8
+    weights: str = "fp8"
+    kv_dtype: str = "bf16"
+    profile: str | None = None  # None: the hardware's calibrated profile; "none": datasheet; a name or path
+    layout: str | None = None
+    policy_args: tuple = ()  # (("threshold", "256"), ...): dicts are accepted and sorted into pairs
+    engine: EngineConfig = EngineConfig()
+    router: str = "least-tokens"
+    max_concurrency: int = 0
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+
+    def __post_init__(self):
+        if isinstance(self.policy_args, dict):
+            object.__setattr__(self, "policy_args", tuple((k, str(v)) for k, v in self.policy_args.items()))
+
+
+@dataclasses.dataclass
+class Run:
+    """One finished run: the summary (vLLM benchmark keys + ours), per-request and per-step frames."""
+
+    summary: dict
+    requests: object  # pandas DataFrame, one row per request
+    steps: object  # pandas DataFrame, one row per step or fast-forwarded stretch
+    result: SimResult  # the records and engine facts behind them
+
+
+@functools.lru_cache(maxsize=16)
+def model_spec(model: str, weights: str, kv_dtype: str):
+    return load_model(model, weights=weights, kv=kv_dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def hardware_and_profile(hardware: str, profile: str | None):
+    """The hardware preset and the profile a run uses (None for the datasheet roofline)."""
+    hw = load_hardware(hardware)
+    return hw, resolve_profile(hw, profile)
 
 
 def workload(spec_text: str):
@@ -16,16 +71,25 @@ def workload(spec_text: str):
     return generate(parse_spec(spec_text if spec_text.startswith("synthetic:") else "synthetic:" + spec_text))
 
 
-def run_summary(wl, policy: str, model: str = "llama-3.3-70b", hardware: str = "h200", gpus: int = 8,
-                weights: str = "fp8", policy_args: dict | None = None, layout: str | None = None,
-                engine: EngineConfig = EngineConfig(), prof=None, frames: bool = False):
-    """Simulate `wl` under `policy`; the summary (and, with frames, the request and step frames)."""
-    spec = load_model(model, weights=weights)
-    hw = load_hardware(hardware)
-    cfg = SimConfig(policy=policy, layout=layout, gpus=gpus, engine=engine,
-                    policy_args=tuple((k, str(v)) for k, v in (policy_args or {}).items()))
-    res = simulate(wl, spec, hw, cfg, prof)
+def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
+    """Simulate workload `wl` as `rs` says; `progress(n)` hears of every request that ends."""
+    spec = model_spec(rs.model, rs.weights, rs.kv_dtype)
+    hw, prof = hardware_and_profile(rs.hardware, rs.profile)
+    cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
+                    router=rs.router, max_concurrency=rs.max_concurrency, framework=framework)
+    res = simulate(wl, spec, hw, cfg, prof, progress=progress)
     req, steps = res.requests.frame(), res.steps.frame()
-    summ = summarize(req, steps, res.engines)
-    summ["kv_capacity_tokens"] = sum(e["kv_capacity_tokens"] for e in res.engines)
-    return (summ, req, steps) if frames else summ
+    summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
+    summ.update(policy=rs.policy, layout=" / ".join(f"{m}: {lay}" for m, lay in res.engines[0]["modes"].items()),
+                engines=len(res.engines), model=spec.name, hardware=hw.name, gpus=rs.gpus, weights=rs.weights,
+                kv_dtype=rs.kv_dtype, profile=getattr(prof, "name", None) or "datasheet",
+                trace=getattr(wl, "source", ""), kv_capacity_tokens=res.kv_capacity_tokens,
+                max_request_tokens=max(e["kv_capacity_tokens"] for e in res.engines))
+    return Run(summ, req, steps, res)
+
+
+def run_summary(wl, policy: str, *, frames: bool = False, **setup):
+    """`run` for notebooks, tests and benchmarks: the summary (with frames, also the request and
+    step frames). `setup`: RunSpec fields, e.g. model=, gpus=, profile="none", policy_args={...}."""
+    r = run(wl, RunSpec(policy=policy, **setup))
+    return (r.summary, r.requests, r.steps) if frames else r.summary

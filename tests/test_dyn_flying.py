@@ -3,10 +3,14 @@
 Llama-3.3-70B fp8 on 8 x H200 (datasheet roofline, prof=None): a DP unit is one GPU (70 GB of
 weights fit), so the pool is 8 units and TP groups are tp=2, 4, 8 over aligned unit ranges.
 """
+import functools
 import numpy as np
 import pytest
 
-from simulator.run import run_summary, workload
+from simulator import run as sim_run
+from simulator.run import workload
+
+run_summary = functools.partial(sim_run.run_summary, profile="none")  # datasheet roofline, as docs/policies.md
 from simulator.workload.workload import make_workload
 
 BURSTY = "onoff?n=300&low=0.5-1&high=4-6&off_s=30&on_s=15&input=4096&output=250&seed=1"  # as test_dyn_shift

@@ -4,13 +4,17 @@
 200 requests). Static baselines are the simulator's vLLM-v1 engines over every tp x pp layout of
 the node. The interconnect-bandwidth fact stays in closed form (tests/test_dyn_seesaw.py).
 """
+import functools
 import pytest
 
 from perfmodel import seesaw
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.modelspec import load_model
-from simulator.run import run_summary, workload
+from simulator import run as sim_run
+from simulator.run import workload
+
+run_summary = functools.partial(sim_run.run_summary, profile="none")  # datasheet roofline, as docs/policies.md
 
 M = dict(model="llama-3.1-70b", weights="bf16")
 STATIC = ("pp=8", "tp=2,pp=4", "tp=4,pp=2", "tp=8")

@@ -2,9 +2,13 @@
 
 Llama-3.3-70B fp8 on 8 x H200, 4,096 in / 250 out (the Shift paper's request shape).
 """
+import functools
 import pytest
 
-from simulator.run import run_summary, workload
+from simulator import run as sim_run
+from simulator.run import workload
+
+run_summary = functools.partial(sim_run.run_summary, profile="none")  # datasheet roofline, as docs/policies.md
 
 BURSTY = "onoff?n=300&low=0.5-1&high=4-6&off_s=30&on_s=15&input=4096&output=250&seed=1"
 SATURATED = "batch?n=1200&input=4096&output=250"

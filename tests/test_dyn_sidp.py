@@ -3,6 +3,7 @@
 Llama-3.1-70B bf16 on 8 x H200: static DP needs TP=2 (4 replicas); SiDP defaults to the same
 configuration (4 replicas of TP=2, the paper's "under the same configurations"), dp=8 x tp=1 on request.
 """
+import functools
 import numpy as np
 import pytest
 
@@ -13,7 +14,10 @@ from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.modelspec import load_model
-from simulator.run import run_summary, workload
+from simulator import run as sim_run
+from simulator.run import workload
+
+run_summary = functools.partial(sim_run.run_summary, profile="none")  # datasheet roofline, as docs/policies.md
 
 MODEL = dict(model="llama-3.1-70b", weights="bf16")
 SPEC, HW = load_model("llama-3.1-70b"), load_hardware("h200")

@@ -18,48 +18,26 @@ def _workload(trace: str, rate_scale: float, seed):
     return w if rate_scale == 1.0 else scale(w, rate_scale)
 
 
-@functools.lru_cache(maxsize=8)
-def _model(model: str, weights: str, kv_dtype: str):
-    from perfmodel.modelspec import load_model
-
-    return load_model(model, weights=weights, kv=kv_dtype)
-
-
-@functools.lru_cache(maxsize=8)
-def _hardware(name: str, profile):
-    from perfmodel.calibration.profile import resolve_profile
-    from perfmodel.hardware import load_hardware
-
-    hw = load_hardware(name)
-    return hw, resolve_profile(hw, profile)
-
-
 def run_task(task: dict) -> dict:
     """One run of a sweep: its coordinates, run_id/run_index and the summary keys (dicts as JSON
     text), or its coordinates and `error` when the run cannot be done (bad layout, trace, ...)."""
-    from simulator.cluster.simulate import SimConfig, simulate
     from simulator.engine.config import EngineConfig
-    from simulator.results.metrics import summarize
+    from simulator.run import RunSpec, run
 
     opts = task.get("options", {})
     row = {k: v for k, v in task.items() if k != "options"}
     try:
         wl = _workload(task["trace"], task["rate_scale"], opts.get("seed"))
-        spec = _model(task["model"], task["weights"], task["kv_dtype"])
-        hw, prof = _hardware(task["hardware"], opts.get("profile"))
-        args = tuple((k, str(v)) for k, v in json.loads(task["policy_args"]).items())
-        cfg = SimConfig(policy=task["policy"], layout=task["layout"] or None, gpus=task["gpus"],
-                        policy_args=args, engine=EngineConfig(**opts.get("engine", {})),
-                        max_concurrency=task["max_concurrency"])
-        res = simulate(wl, spec, hw, cfg, prof)
-        summ = summarize(res.requests.frame(), res.steps.frame(), res.engines,
-                         opts.get("slo_ttft_ms"), opts.get("slo_tpot_ms"))
-        summ["modes"] = " / ".join(f"{m}: {lay}" for m, lay in res.engines[0]["modes"].items())
-        summ["kv_capacity_tokens"] = res.engines[0]["kv_capacity_tokens"]  # one engine's (max context)
-        summ["kv_capacity_total_tokens"] = sum(e["kv_capacity_tokens"] for e in res.engines)
-        summ["profile"] = getattr(prof, "name", None) or "datasheet"
+        rs = RunSpec(policy=task["policy"], model=task["model"], hardware=task["hardware"], gpus=task["gpus"],
+                     weights=task["weights"], kv_dtype=task["kv_dtype"], profile=opts.get("profile"),
+                     layout=task["layout"] or None, policy_args=json.loads(task["policy_args"]),
+                     engine=EngineConfig(**opts.get("engine", {})), max_concurrency=task["max_concurrency"],
+                     slo_ttft_ms=opts.get("slo_ttft_ms"), slo_tpot_ms=opts.get("slo_tpot_ms"))
+        summ = dict(run(wl, rs).summary)
+        summ["modes"] = summ.pop("layout")  # the coordinates keep their own `layout` and `model`
+        summ["model_name"] = summ.pop("model")
         row.update({k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
-                    for k, v in summ.items()})
+                    for k, v in summ.items() if k not in row})
         row["error"] = ""
     except Exception as e:  # noqa: BLE001  (a sweep records a failed run and goes on)
         row["error"] = f"{type(e).__name__}: {e}".strip() or traceback.format_exc(limit=1)
