@@ -16,8 +16,9 @@ BS = 16
 
 def running(rows, decoding=None) -> RunningBatch:
     """A batch from (idx, prompt, output, computed, generated) tuples; blocks follow computed."""
-    a = np.array([[i, p, o, c, g, -(-c // BS)] for i, p, o, c, g in rows], dtype=np.int64).T.reshape(6, -1)
-    b = RunningBatch(a)
+    b = RunningBatch(BS)
+    for i, p, o, c, g in rows:
+        b.append(i, p, o, c, g)
     b.decoding = all(g > 0 and c == p + g - 1 for _, p, _, c, g in rows) if decoding is None else decoding
     return b
 
@@ -44,42 +45,42 @@ def test_decodes_first_then_waiting_fill_the_budget_with_chunks():
     b = running([(0, 100, 50, 109, 10), (1, 30, 5, 31, 2)])
     s = schedule(b, deque([2, 3, 4]), 100, REQ, lim(budget=64))
     assert s.decode_running and s.preempt == 0
-    assert s.granted.tolist() == [1, 1, 20, 5, 37]  # 62 tokens left: 20 + 5 whole, then a 37-token chunk
+    assert s.granted == [1, 1, 20, 5, 37]  # 62 tokens left: 20 + 5 whole, then a 37-token chunk
     assert [c[0] for c in s.admitted] == [2, 3, 4] and s.admitted_tokens == (20, 5, 37)
     assert not s.admitted_whole
 
 
 def test_chunk_cap_limits_one_request_and_unchunked_prompts_must_fit_whole():
     b = running([])
-    assert schedule(b, deque([0]), 100, REQ, lim(budget=64, chunk_cap=32)).granted.tolist() == [32]
+    assert schedule(b, deque([0]), 100, REQ, lim(budget=64, chunk_cap=32)).granted == [32]
     s = schedule(b, deque([0, 3]), 100, REQ, lim(budget=64, chunked_prefill=False))
-    assert s.admitted == () and s.granted.tolist() == []  # FCFS: the 100-token head blocks the queue
+    assert s.admitted == () and s.granted == []  # FCFS: the 100-token head blocks the queue
 
 
 def test_running_prefill_chunks_are_granted_in_order_until_the_budget():
     b = running([(0, 100, 5, 40, 0), (1, 60, 5, 0, 0)], decoding=False)
     s = schedule(b, deque([2]), 100, REQ, lim(budget=64))
-    assert s.granted.tolist() == [60, 4] and s.admitted == ()
-    assert grant_in_order(np.array([60, 60]), 64).tolist() == [60, 4]
+    assert s.granted == [60, 4] and s.admitted == ()
+    assert grant_in_order([60, 60], 64) == [60, 4]
 
 
 def test_kv_pressure_preempts_from_the_tail_and_admits_nothing():
     # three decoders each entering a new block, one free block: preempting the last frees its 3
     b = running([(0, 31, 50, 32, 2), (1, 15, 50, 16, 2), (2, 47, 50, 48, 2)])
     s = schedule(b, deque([3]), 1, REQ, lim())
-    assert s.preempt == 1 and s.granted.tolist() == [1, 1] and s.admitted == ()
+    assert s.preempt == 1 and s.granted == [1, 1] and s.admitted == ()
     # a tail holding no KV frees nothing: the decoder before it goes too
     b = running([(0, 31, 50, 32, 2), (1, 60, 5, 0, 0)], decoding=False)
     s = schedule(b, deque([3]), 0, REQ, lim())
-    assert s.preempt == 2 and s.granted.tolist() == [] and s.admitted == ()
+    assert s.preempt == 2 and s.granted == [] and s.admitted == ()
 
 
 def test_prefill_first_runs_only_prompts_when_one_is_admissible():
     b = running([(0, 100, 50, 109, 10)])
     s = schedule(b, deque([3]), 100, REQ, lim(prefill_first=True))
-    assert s.granted.tolist() == [0, 5] and [c[0] for c in s.admitted] == [3]
+    assert s.granted == [0, 5] and [c[0] for c in s.admitted] == [3]
     s = schedule(b, deque(), 100, REQ, lim(prefill_first=True))
-    assert s.granted.tolist() == [1]  # nothing waits: the decodes run
+    assert s.granted == [1]  # nothing waits: the decodes run
 
 
 def test_reserve_full_prompt_admits_only_whole_prompts_that_fit():
@@ -102,17 +103,17 @@ def test_priority_order_and_max_seqs_and_draining():
 def test_preempted_request_recomputes_its_generated_tokens():
     req = queue([40], generated=[7])
     s = schedule(running([]), deque([0]), 100, req, lim())
-    assert s.granted.tolist() == [47] and s.admitted[0][4] == 7 and s.admitted_whole
+    assert s.granted == [47] and s.admitted[0][4] == 7 and s.admitted_whole
 
 
 def test_schedule_is_pure_and_the_fast_path_decides_as_the_general_one():
     b = running([(0, 100, 50, 109, 10), (1, 30, 5, 31, 2)])
-    before, waiting = b.a.copy(), deque([2, 3])
+    before, waiting = b.columns(), deque([2, 3])
     fast = schedule(b, waiting, 100, REQ, lim())
-    assert (b.a == before).all() and list(waiting) == [2, 3]  # inputs untouched
+    assert b.columns() == before and list(waiting) == [2, 3]  # inputs untouched
     b.decoding = False  # the general path over the same batch
     slow = schedule(b, waiting, 100, REQ, lim())
-    assert fast.granted.tolist() == slow.granted.tolist() and fast.admitted == slow.admitted
+    assert fast.granted == slow.granted and fast.admitted == slow.admitted
     assert isinstance(fast, Schedule)
 
 
@@ -136,10 +137,12 @@ def test_random_batches_never_overcommit_budget_blocks_or_seqs(seed):
     free = int(rng.integers(0, 30))
     s = schedule(b, deque(range(n, 16)), free, req, L)
     kept = n - s.preempt
-    assert int(s.granted.sum()) <= L.budget and (s.granted >= 0).all()
-    assert (s.granted[:kept] <= b.wants()[:kept]).all() and (s.granted <= L.chunk_cap).all()
+    g = np.asarray(s.granted, dtype=np.int64)
+    assert int(g.sum()) <= L.budget and (g >= 0).all()
+    assert (g[:kept] <= np.asarray(b.wants())[:kept]).all() and (g <= L.chunk_cap).all()
     assert kept + len(s.admitted) <= max(L.max_seqs, kept)
-    freed = int(b.blocks[kept:].sum())
-    new = blocks_for(b.computed[:kept] + s.granted[:kept], BS) - b.blocks[:kept]
+    blocks, computed = np.asarray(b.blocks(), dtype=np.int64), np.asarray(b.computed(), dtype=np.int64)
+    freed = int(blocks[kept:].sum())
+    new = blocks_for(computed[:kept] + g[:kept], BS) - blocks[:kept]
     taken = int(new.sum()) + sum(int(blocks_for(t, BS)) for t in s.admitted_tokens)
     assert taken <= free + freed or kept == 0

@@ -160,8 +160,10 @@ def test_reserve_full_prompt_admits_only_prompts_that_fit_whole(monkeypatch):
         s = scheduler.schedule(batch, waiting, free_blocks, req, lim, admit)
         if not s.admitted:  # (a step that preempted admits nothing)
             return s
-        free = free_blocks - int(np.count_nonzero(batch.computed % lim.block_size == 0)) if s.decode_running \
-            else free_blocks - int((blocks_for(batch.computed + s.granted[:len(batch)], lim.block_size) - batch.blocks).sum())
+        computed, blocks = np.asarray(batch.computed(), dtype=np.int64), np.asarray(batch.blocks(), dtype=np.int64)
+        granted = np.asarray(s.granted[:len(batch)], dtype=np.int64)
+        free = free_blocks - int(np.count_nonzero(computed % lim.block_size == 0)) if s.decode_running \
+            else free_blocks - int((blocks_for(computed + granted, lim.block_size) - blocks).sum())
         for (pos, prompt, _, _, gen, _), chunk in zip(s.admitted, s.admitted_tokens):
             assert int(blocks_for(prompt + gen, lim.block_size)) <= free, (pos, prompt + gen, free)
             free -= int(blocks_for(chunk, lim.block_size))  # what the chunk takes; the next one sees the rest

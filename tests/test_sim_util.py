@@ -95,16 +95,18 @@ class KVCheck:
 
     def __call__(self, engine, schedule, steps, stretch) -> None:
         batch, kv = engine.batch, engine.kv
+        idx, prompt, output, computed, generated, blocks = (np.asarray(c, dtype=np.int64) for c in batch.columns())
         assert 0 <= kv.used <= kv.num_blocks, (kv.used, kv.num_blocks)
-        assert kv.used == int(batch.blocks.sum()), "used blocks out of step with the batch"
-        assert (batch.blocks == blocks_for(batch.computed, kv.block_size)).all(), "blocks != ceil(computed / block)"
-        assert (batch.computed <= batch.prompt + batch.generated).all(), "KV computed past the sampled tokens"
-        assert (batch.generated < np.maximum(batch.output, 1)).all(), "a finished request still runs"
+        assert kv.used == batch.used_blocks == int(blocks.sum()), "used blocks out of step with the batch"
+        assert (blocks == blocks_for(computed, kv.block_size)).all(), "blocks != ceil(computed / block)"
+        assert (computed <= prompt + generated).all(), "KV computed past the sampled tokens"
+        assert (generated < np.maximum(output, 1)).all(), "a finished request still runs"
         assert len(batch) <= engine.limits.max_seqs
         # the batch's running sums, kept step by step, equal a recount
-        assert batch.sum_computed == int(batch.computed.sum()), "cached sum of computed tokens is stale"
-        if batch.steps_to_done is not None and len(batch):
-            assert batch.steps_to_done == int((batch.output - batch.generated).min()), "cached steps-to-completion stale"
+        assert batch.sum_computed == int(computed.sum()), "cached sum of computed tokens is stale"
+        if len(batch):
+            assert batch.first_completion() == int((output - generated).min()), "steps-to-completion stale"
+            assert batch.entering_block() == int((computed % kv.block_size == 0).sum()), "block phases stale"
         self.max_used_blocks = max(self.max_used_blocks, kv.used)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from simulator.engine.stretch import sleep_until
+from simulator.engine.stretch import delay_toward
 
 
 class Arrivals:
@@ -22,7 +22,10 @@ class Arrivals:
         self.next_s = math.inf  # arrival time the process waits for (inf: it waits for none)
         self._flushed = None  # the event engines wait on while arrivals of this instant are due
         self._slot = None  # closed loop: the event a completion frees a slot with
-        env.process(self._closed() if max_concurrency else self._open())
+
+    def start(self) -> None:
+        """Start issuing (after the engines exist: they wait for work first)."""
+        self.env.process(self._closed() if self.limit else self._open())
 
     def due(self):
         """An event to wait for while requests arriving now are still to be issued, else None."""
@@ -39,8 +42,11 @@ class Arrivals:
             self._slot.succeed()
 
     def _wait_until(self, t: float):
+        """Wait until exactly time t (one timeout, or two when no delay lands on t)."""
         self._flush(t)
-        yield from sleep_until(self.env, t)
+        env = self.env
+        while env.now < t:
+            yield env.timeout(delay_toward(env.now, t))
 
     def _flush(self, next_s: float) -> None:
         """Every request due so far is issued; the process waits for `next_s` next."""

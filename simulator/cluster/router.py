@@ -28,6 +28,8 @@ class Router:
 
     def pick(self, pos: int):
         engines = self.engines
+        if len(engines) == 1:
+            return engines[0] if self._fits(engines[0], pos) else None
         if self.name == "round-robin":
             fit = [e for e in engines if self._fits(e, pos)]
             if not fit:

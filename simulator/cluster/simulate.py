@@ -94,8 +94,6 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             tables[lay] = StepTable(spec, lay, hw, prof, fw, max_tokens=max_tokens, max_seqs=max_seqs)
         return tables[lay]
 
-    arrivals = None
-
     def build(i, p):
         # a mode is an instance layout (one StepTable) or a factory table_fn -> step-time object (SiDP)
         runner = Runner({m: lay(table) if callable(lay) else table(lay) for m, lay in p.modes.items()}, p.choose)
@@ -103,13 +101,14 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         if make is not None:  # an engine of its own kind (Seesaw's phased engine)
             return make(env, i, runner, ec, budget * _pp_of(p), max_seqs, p.kv_capacity_tokens, recs, steps, finished)
         return Engine(env, i, runner, engine_limits(ec, budget, max_seqs, _pp_of(p)), p.kv_capacity_tokens,
-                      recs, steps, ec.fast_forward, lambda: arrivals.due())
+                      recs, steps, ec.fast_forward, arrivals.due)
 
     def finished(pos):
         if progress is not None:
             progress(1)
         arrivals.finished(pos)
 
+    arrivals = Arrivals(env, recs.arrival_s, lambda pos, at_boundary: issue(pos, at_boundary), cfg.max_concurrency)
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):
         if isinstance(e, Engine):
@@ -143,7 +142,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             e.submit(pos, at_boundary)
         return True
 
-    arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency)
+    arrivals.start()
     env.run()
     info = [{"index": e.index, "modes": {m: str(lay) for m, lay in p.modes.items()}, "gpus": list(p.gpus),
              "kv_capacity_tokens": e.capacity_tokens} for e, p in zip(engines, plans)]

@@ -1,106 +1,164 @@
-"""The running batch: request state of every running sequence, in named columns, with the sums a
-step needs kept up to date as the batch changes (so a decode step costs O(1) numpy calls).
+"""The running batch: per-request state of the running sequences, in named columns, kept so that
+a decode step costs O(1) whatever the batch size (cost grows with events, not tokens).
 
-One (6, n) int64 array, a row per field and a column per running request (running order):
-keeping, extending or advancing every request is then one numpy call, and for the batches seen in
-practice numpy's per-call cost, not n, is what a step costs.
+A decode step advances every running request by one token, so computed and generated are stored
+relative to a batch clock D (the number of such uniform steps): computed_i = computed_base[i] + D,
+generated_i = generated_base[i] + D. A k-step decode stretch is then D += k, plus the KV blocks
+that stretch opens, counted from how many requests sit at each position within a block (at most
+block_size groups). Only requests that change individually (admitted, prefilling, finished,
+preempted) are touched one by one; columns are plain lists (batches are small next to numpy's
+per-call cost, ~2 us here).
 """
 from __future__ import annotations
 
 import numpy as np
 
-IDX, PROMPT, OUTPUT, COMPUTED, GENERATED, BLOCKS = range(6)
 COLUMNS = ("idx", "prompt", "output", "computed", "generated", "blocks")
 
 
 def blocks_for(tokens, block_size: int):
-    """KV blocks that hold `tokens` tokens (ceil division)."""
+    """KV blocks that hold `tokens` tokens (ceil division); arrays or Python ints."""
+    if isinstance(tokens, int):
+        return -(-tokens // block_size)
     return -(-np.asarray(tokens, dtype=np.int64) // block_size)
 
 
 class RunningBatch:
-    """Running requests (columns) and their cached sums. `decoding`: every request is past its
-    prefill and wants exactly one token (the scheduler's fast path); `sum_computed`: keys cached
-    over the batch; `steps_to_done`: all-decode steps until the first completion (None: unknown)."""
+    """Running requests in running order. `decoding`: every request is past its prefill and wants
+    exactly one token (a hint for the scheduler's fast path); `used_blocks`: KV blocks held."""
 
-    __slots__ = ("a", "sum_computed", "steps_to_done", "decoding")
+    __slots__ = ("block_size", "idx", "prompt", "output", "cbase", "gbase", "clock", "sum_cbase",
+                 "used_blocks", "phase", "decoding", "_min_left")
 
-    def __init__(self, a: np.ndarray | None = None):
-        self.a = np.zeros((6, 0), dtype=np.int64) if a is None else a
-        self.sum_computed = int(np.add.reduce(self.a[COMPUTED]))
-        self.steps_to_done = None
+    def __init__(self, block_size: int):
+        self.block_size = block_size
+        self.idx: list = []  # request positions in the workload
+        self.prompt: list = []  # input tokens
+        self.output: list = []  # output tokens to generate (0: prefill only)
+        self.cbase: list = []  # computed - clock: tokens whose KV is cached
+        self.gbase: list = []  # generated - clock: output tokens sampled so far
+        self.clock = 0  # uniform decode steps so far (D)
+        self.sum_cbase = 0
+        self.used_blocks = 0
+        self.phase: dict = {}  # cbase mod block_size -> requests (who open a block together)
         self.decoding = True
+        self._min_left = None  # min(output - gbase): all-decode steps to the first completion + clock
 
     def __len__(self) -> int:
-        return self.a.shape[1]
+        return len(self.idx)
 
     def __repr__(self) -> str:
-        return "RunningBatch(" + ", ".join(f"{k}={self.a[i].tolist()}" for i, k in enumerate(COLUMNS)) + ")"
+        return "RunningBatch(" + ", ".join(f"{k}={v}" for k, v in zip(COLUMNS, self.columns())) + ")"
 
-    # named views of the rows (assigning writes in place)
-    idx = property(lambda self: self.a[IDX], doc="request positions in the workload")
-    prompt = property(lambda self: self.a[PROMPT], doc="input tokens")
-    output = property(lambda self: self.a[OUTPUT], doc="output tokens to generate (0: prefill only)")
-    computed = property(lambda self: self.a[COMPUTED], doc="tokens whose KV is cached")
-    generated = property(lambda self: self.a[GENERATED], doc="output tokens sampled so far")
-    blocks = property(lambda self: self.a[BLOCKS], doc="KV blocks held")
+    # ---- reading -------------------------------------------------------------------------
+    @property
+    def sum_computed(self) -> int:
+        """Keys cached over the batch."""
+        return self.sum_cbase + len(self.idx) * self.clock
 
-    def wants(self) -> np.ndarray:
+    def computed(self) -> list:
+        d = self.clock
+        return [c + d for c in self.cbase]
+
+    def generated(self) -> list:
+        d = self.clock
+        return [g + d for g in self.gbase]
+
+    def wants(self) -> list:
         """Tokens each request needs computed before it can sample: 1 while decoding."""
-        a = self.a
-        return a[PROMPT] + a[GENERATED] - a[COMPUTED]
+        return [p + g - c for p, g, c in zip(self.prompt, self.gbase, self.cbase)]
+
+    def blocks(self) -> list:
+        bs, d = self.block_size, self.clock
+        return [-(-(c + d) // bs) for c in self.cbase]
+
+    def columns(self) -> tuple:
+        """(idx, prompt, output, computed, generated, blocks) as lists."""
+        return self.idx, self.prompt, self.output, self.computed(), self.generated(), self.blocks()
+
+    def entering_block(self) -> int:
+        """Requests whose next token opens a new KV block (computed a multiple of block_size)."""
+        return self.phase.get(-self.clock % self.block_size, 0)
 
     def first_completion(self) -> int:
         """All-decode steps until the first request completes: min(output - generated)."""
-        if self.steps_to_done is None:
-            a = self.a
-            self.steps_to_done = int(np.minimum.reduce(a[OUTPUT] - a[GENERATED]))
-        return self.steps_to_done
+        if self._min_left is None:
+            self._min_left = min([o - g for o, g in zip(self.output, self.gbase)])
+        return self._min_left - self.clock
 
-    # ---- changes (each keeps the cached sums exact) -------------------------------------------
-    def pop_tail(self) -> tuple[int, int, int]:
-        """Remove the last request (recompute preemption): (position, generated, blocks held)."""
-        a = self.a
-        pos, gen, blocks, comp = int(a[IDX, -1]), int(a[GENERATED, -1]), int(a[BLOCKS, -1]), int(a[COMPUTED, -1])
-        self.a = a[:, :-1]
-        self.sum_computed -= comp
-        self.steps_to_done = None
-        return pos, gen, blocks
+    def finished(self) -> list:
+        """Positions in the batch of requests with every output token sampled."""
+        d = self.clock
+        return [i for i, (o, g) in enumerate(zip(self.output, self.gbase)) if g + d >= o]
 
-    def append(self, cols: list) -> None:
-        """Admit requests: `cols` = [(idx, prompt, output, computed=0, generated, blocks=0), ...]."""
-        self.a = np.concatenate((self.a, np.array(cols, dtype=np.int64).T), axis=1)
-        self.steps_to_done = None  # admitted requests have computed nothing yet: the sum stands
+    # ---- changes (each keeps the sums, the block count and the phases exact) -----------------
+    def _add(self, c: int, sign: int) -> None:
+        """Account a request whose computed is c entering (+1) or leaving (-1) the batch."""
+        bs = self.block_size
+        self.sum_cbase += sign * (c - self.clock)
+        self.used_blocks += sign * -(-c // bs)
+        ph = (c - self.clock) % bs
+        n = self.phase.get(ph, 0) + sign
+        if n:
+            self.phase[ph] = n
+        else:
+            del self.phase[ph]
+
+    def _key_changed(self, old: int | None, new: int | None) -> None:
+        """Keep min(output - gbase) cached through a change of one request's key (None: absent)."""
+        m = self._min_left
+        if m is None:
+            return
+        if new is not None and new < m:
+            self._min_left = new
+        elif old == m and (new is None or new > old):
+            self._min_left = None  # the minimum may have left: recount when asked
+
+    def append(self, pos: int, prompt: int, output: int, computed: int, generated: int) -> None:
+        """Admit a request (at the tail)."""
+        self.idx.append(pos)
+        self.prompt.append(prompt)
+        self.output.append(output)
+        self.cbase.append(computed - self.clock)
+        self.gbase.append(generated - self.clock)
+        self._add(computed, 1)
+        self._key_changed(None, output - generated + self.clock)
         self.decoding = False
 
-    def remove(self, keep: np.ndarray) -> None:
-        """Keep the requests selected by the boolean mask `keep`."""
-        a = self.a
-        gone = ~keep
-        self.sum_computed -= int(np.add.reduce(a[COMPUTED, gone]))
-        self.a = a[:, keep]
-        self.steps_to_done = None
+    def set(self, i: int, computed: int, generated: int) -> None:
+        """Request i now has `computed` tokens cached and `generated` sampled."""
+        self._add(self.cbase[i] + self.clock, -1)
+        old = self.output[i] - self.gbase[i]
+        self.cbase[i] = computed - self.clock
+        self.gbase[i] = generated - self.clock
+        self._add(computed, 1)
+        self._key_changed(old, self.output[i] - self.gbase[i])
 
-    def decode(self, k: int, block_size: int) -> np.ndarray:
-        """Every request computed and sampled k tokens (a k-step decode stretch); returns the
-        boolean mask of those now done."""
-        a = self.a
-        a[COMPUTED:GENERATED + 1] += k
-        np.floor_divide(a[COMPUTED] + (block_size - 1), block_size, out=a[BLOCKS])
-        self.sum_computed += k * a.shape[1]
-        if self.steps_to_done is not None and k < self.steps_to_done:
-            self.steps_to_done -= k
-            return None  # no completion inside or at the end of this stretch
-        self.steps_to_done = None
-        return a[GENERATED] >= a[OUTPUT]
+    def remove(self, at: list) -> list:
+        """Drop the requests at batch positions `at` (ascending); their (pos, generated) pairs."""
+        d, gone = self.clock, []
+        for i in reversed(at):
+            self._add(self.cbase[i] + d, -1)
+            self._key_changed(self.output[i] - self.gbase[i], None)
+            gone.append((self.idx[i], self.gbase[i] + d))
+            for col in (self.idx, self.prompt, self.output, self.cbase, self.gbase):
+                del col[i]
+        gone.reverse()
+        return gone
 
-    def grow(self, granted: np.ndarray, block_size: int) -> None:
-        """Running requests computed `granted` tokens each (any mix of prefill chunks and decodes)."""
-        a = self.a
-        a[COMPUTED] += granted
-        np.floor_divide(a[COMPUTED] + (block_size - 1), block_size, out=a[BLOCKS])
-        self.sum_computed += int(np.add.reduce(granted))
-        self.steps_to_done = None
+    def pop_tail(self) -> tuple[int, int, int]:
+        """Remove the last request (recompute preemption): (position, generated, blocks held)."""
+        blocks = -(-(self.cbase[-1] + self.clock) // self.block_size)
+        (pos, gen), = self.remove([len(self.idx) - 1])
+        return pos, gen, blocks
 
-    def used_blocks(self) -> int:
-        return int(np.add.reduce(self.a[BLOCKS]))
+    def decode(self, k: int) -> None:
+        """Every request computed and sampled k more tokens (a k-step decode stretch)."""
+        bs, d = self.block_size, self.clock
+        if k == 1:  # those at a block boundary open one
+            self.used_blocks += self.phase.get(-d % bs, 0)
+        else:
+            for ph, n in self.phase.items():  # computed = q bs + r opens ceil((r + k) / bs) - (r > 0) blocks
+                r = (ph + d) % bs
+                self.used_blocks += n * (-(-(r + k) // bs) - (r > 0))
+        self.clock = d + k

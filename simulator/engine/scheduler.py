@@ -10,12 +10,9 @@ preempted admits nothing (vLLM v1). `prefill_first` is vLLM V0's order (prompts 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
-
-from .batch import BLOCKS, COMPUTED, blocks_for
-
-_EMPTY = np.zeros(0, dtype=np.int64)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -43,29 +40,28 @@ class Waiting:
     arrival_s: np.ndarray
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Schedule:
+class Schedule(NamedTuple):
     """What the next step runs. The engine first drops the `preempt` last running requests, then
-    appends `admitted` (columns of the running batch); `granted` is per request of the result."""
+    appends `admitted` (columns of the running batch); `granted` is per request of the result.
+    (A NamedTuple: immutable like a frozen dataclass, built once per step at a fraction of the cost.)"""
 
-    granted: np.ndarray  # tokens per running request kept, then per admitted request
+    granted: list  # tokens per running request kept, then per admitted request
     preempt: int = 0  # running requests preempted from the tail (recompute)
     admitted: tuple = ()  # (idx, prompt, output, computed=0, generated, blocks=0) per admitted request
     admitted_tokens: tuple = ()  # tokens granted to each admitted request (its first chunk)
     decode_running: bool = False  # each kept running request decodes exactly one token
-
-    @property
-    def admitted_whole(self) -> bool:
-        """Every admitted request got its whole prompt (+ recompute): it samples after this step."""
-        return all(g == c[1] + c[4] for g, c in zip(self.admitted_tokens, self.admitted))
+    admitted_whole: bool = True  # every admitted request got its whole prompt (+ recompute): it samples next
 
 
-def grant_in_order(wants: np.ndarray, budget: int) -> np.ndarray:
-    """Tokens granted to each running request, in order, until the budget is spent."""
-    if len(wants) == 0:
-        return wants
-    before = np.cumsum(wants) - wants
-    return np.clip(budget - before, 0, wants)
+def grant_in_order(wants: list, budget: int) -> list:
+    """Tokens granted to each running request, in order, until the budget is spent: request i gets
+    min(wants_i, budget - sum of the wants before it), at least 0 (a prefix property: the grants of
+    the first k requests do not depend on the rest)."""
+    out, before = [], 0
+    for w in wants:
+        out.append(min(w, max(budget - before, 0)))
+        before += w
+    return out
 
 
 def _order(waiting, req: Waiting, lim: Limits):
@@ -75,10 +71,10 @@ def _order(waiting, req: Waiting, lim: Limits):
     return sorted(waiting, key=lambda p: (req.priority[p], req.arrival_s[p], p))
 
 
-def _admit(granted, n_running: int, waiting, req: Waiting, lim: Limits, left: int, free: int,
+def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, left: int, free: int,
            decode_running: bool = False) -> Schedule | None:
     """Admit waiting requests into `left` tokens and `free` blocks; None if none fits."""
-    cols, toks = [], []
+    cols, toks, whole = [], [], True
     bs, room = lim.block_size, lim.max_seqs - n_running
     for pos in _order(waiting, req, lim):
         if left <= 0 or len(cols) >= room:
@@ -91,12 +87,12 @@ def _admit(granted, n_running: int, waiting, req: Waiting, lim: Limits, left: in
             break
         cols.append((pos, prompt, int(req.output_tokens[pos]), 0, gen, 0))
         toks.append(n_new)
+        whole = whole and n_new == target
         left -= n_new
         free -= -(-n_new // bs)
     if not cols:
         return None
-    return Schedule(np.concatenate((granted, np.array(toks, dtype=np.int64))), 0, tuple(cols), tuple(toks),
-                    decode_running)
+    return Schedule(granted + toks, 0, tuple(cols), tuple(toks), decode_running, whole)
 
 
 def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True) -> Schedule:
@@ -105,31 +101,32 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
     (an engine draining for a policy)."""
     n = len(batch)
     if admit and waiting and lim.prefill_first:
-        got = _admit(np.zeros(n, dtype=np.int64), n, waiting, req, lim, lim.budget, free_blocks)
+        got = _admit([0] * n, n, waiting, req, lim, lim.budget, free_blocks)
         if got is not None:
             return got
     if batch.decoding and n <= lim.budget and n <= free_blocks:
         # the common case: every running request decodes one token and takes at most one new block,
-        # so nothing is preempted (the same decisions as below, a few numpy calls fewer)
-        granted = np.ones(n, dtype=np.int64)
+        # so nothing is preempted (the same decisions as below, in O(1))
+        granted = [1] * n
         if admit and waiting:
-            need = int(np.count_nonzero(batch.a[COMPUTED] % lim.block_size == 0)) if n else 0  # entering a block
-            got = _admit(granted, n, waiting, req, lim, lim.budget - n, free_blocks - need, True)
+            got = _admit(granted, n, waiting, req, lim, lim.budget - n, free_blocks - batch.entering_block(), True)
             if got is not None:
                 return got
         return Schedule(granted, decode_running=True)
-    a, wants = batch.a, np.minimum(batch.wants(), lim.chunk_cap)
-    for keep in range(n, -1, -1):  # keep the first `keep` requests, preempting the rest
-        w = wants[:keep]
-        granted = w if int(w.sum()) <= lim.budget else grant_in_order(w, lim.budget)
-        need = int((blocks_for(a[COMPUTED, :keep] + granted, lim.block_size) - a[BLOCKS, :keep]).sum())
-        free = free_blocks + int(a[BLOCKS, keep:].sum())
-        if need <= free or keep == 0:
-            break
+    cap, bs = lim.chunk_cap, lim.block_size
+    wants = [min(w, cap) for w in batch.wants()]
+    granted = wants if sum(wants) <= lim.budget else grant_in_order(wants, lim.budget)
+    blocks = batch.blocks()
+    need = [-(-(c + g) // bs) - b for c, g, b in zip(batch.computed(), granted, blocks)]
+    keep, needed, free = n, sum(need), free_blocks
+    while keep > 0 and needed > free:  # preempt the last request: its KV frees, its tokens are not needed
+        keep -= 1
+        needed -= need[keep]
+        free += blocks[keep]
     if keep < n:  # vLLM v1: no admission in a step that preempted
-        return Schedule(granted, n - keep)
+        return Schedule(granted[:keep], n - keep)
     if admit and waiting:
-        got = _admit(granted, n, waiting, req, lim, lim.budget - int(granted.sum()), free - need)
+        got = _admit(granted, n, waiting, req, lim, lim.budget - sum(granted), free - needed)
         if got is not None:
             return got
-    return Schedule(granted if n else _EMPTY)
+    return Schedule(granted)

@@ -32,12 +32,6 @@ def delay_toward(now: float, t: float) -> float:
     return d
 
 
-def sleep_until(env, t: float):
-    """Wait until exactly time t (one timeout, or two when no delay lands on t)."""
-    while env.now < t:
-        yield env.timeout(delay_toward(env.now, t))
-
-
 class Stretch:
     """A planned stretch of `steps` decode steps of n sequences from k0 keys, starting at start_s,
     each taking c0 + c1 * keys seconds; `live` while an interrupt may still cut it short."""

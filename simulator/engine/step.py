@@ -1,0 +1,103 @@
+"""What one engine step does to the running batch and the request records, as plain functions:
+`begin` carries out a Schedule before the step (preemptions, admissions), `aggregates` gives the
+step's cost aggregates (perfmodel's order), `advance` applies the step (or a k-step decode stretch)
+when it ends. No clock of their own: the engine passes `now`.
+"""
+from __future__ import annotations
+
+
+def begin(batch, waiting, recs, s, now: float) -> None:
+    """Carry out the schedule's preemptions and admissions before the step runs."""
+    for _ in range(s.preempt):  # recompute preemption from the tail; each re-queued first
+        pos, gen, _ = batch.pop_tail()
+        recs.preemptions[pos] += 1
+        recs.generated[pos] = gen
+        waiting.appendleft(pos)
+    scheduled = recs.scheduled_s
+    for pos, prompt, out, _, gen, _ in s.admitted:
+        if waiting[0] == pos:
+            waiting.popleft()
+        else:
+            waiting.remove(pos)
+        if scheduled[pos] != scheduled[pos]:  # NaN: the first time it runs
+            scheduled[pos] = now
+        batch.append(pos, prompt, out, 0, gen)
+
+
+def aggregates(batch, s) -> tuple[tuple, bool]:
+    """The step's cost aggregates (perfmodel.batch.aggregates' order and values: exact integers, so
+    the floats are too) and whether it is an all-decode step (every request past its first token,
+    one token each)."""
+    if s.decode_running:  # decoders first (one token, context = computed), admitted prefill from 0
+        adm = s.admitted_tokens
+        dn = len(s.granted) - len(adm)
+        dkv = float(batch.sum_computed + dn) if dn else 0.0  # admitted hold no KV yet
+        if not adm:
+            return (0, 0, 0.0, 0.0, dn, dkv), True
+        pt = sum(adm)
+        return (pt, len(adm), float(sum([g * (g + 1) // 2 for g in adm])), float(pt), dn, dkv), False
+    # a 1-token step after a non-empty context costs as a decode (perfmodel.batch) but may be the
+    # last prefill chunk here: it may sample the first token or (output 0) none
+    pt = ps = pairs = pkv = dn = dkv = 0
+    for g, c in zip(s.granted, batch.computed()):
+        if g == 1 and c > 0:
+            dn += 1
+            dkv += c + 1
+        elif g > 0:
+            pt += g
+            ps += 1
+            pairs += g * c + g * (g + 1) // 2
+            pkv += c + g
+    all_decode = bool(dn == len(s.granted) and dn and not s.admitted and min(batch.generated()) > 0)
+    return (pt, ps, float(pairs), float(pkv), dn, float(dkv)), all_decode
+
+
+def advance(batch, recs, s, k: int, all_decode: bool, now: float) -> list:
+    """The batch after the step (k = 1) or the k-step decode stretch that just ended; first tokens
+    recorded; returns the batch positions of the requests that finished (ascending)."""
+    if all_decode:  # every request computed and sampled k tokens; none is new
+        batch.decode(k)
+        return batch.finished() if batch.first_completion() <= 0 else []
+    # every request that decodes (one token after its prompt, sampling) advances together; the rest
+    # (prefill chunks, admitted, not granted, first tokens) are set one by one
+    n_run = len(s.granted) - len(s.admitted)
+    if s.decode_running:
+        fix = range(n_run, len(s.granted))
+    else:
+        prompt, out = batch.prompt, batch.output
+        fix = [i for i, (g, c, gen) in enumerate(zip(s.granted, batch.computed(), batch.generated()))
+               if g != 1 or gen == 0 or out[i] == 0 or c + 1 != prompt[i] + gen]
+    before = [(batch.cbase[i] + batch.clock, batch.gbase[i] + batch.clock) for i in fix]
+    batch.decode(1)
+    done = []
+    for i, (c, gen) in zip(fix, before):
+        g, out = s.granted[i], batch.output[i]
+        c += g
+        full = g > 0 and c == batch.prompt[i] + gen  # its prompt (and recompute) is done: it samples
+        if full and out > 0:
+            if gen == 0:
+                recs.first_token_s[batch.idx[i]] = now
+            gen += 1
+        batch.set(i, c, gen)
+        if full and gen >= out:
+            done.append(i)
+    if batch.first_completion() <= 0:  # decoders that sampled their last token
+        fixed = set(fix)
+        done = sorted(set(done) | {i for i in batch.finished() if i not in fixed})
+    return done
+
+
+def still_decoding(batch, s) -> bool:
+    """After a step that was not all-decode (and its completions): does every running request
+    decode next? (after one that was, the rest still do)."""
+    if s.decode_running:  # the decoders still do; admitted requests do if their prompt was whole
+        return s.admitted_whole
+    return all(g > 0 for g in batch.generated()) and all(w == 1 for w in batch.wants())
+
+
+def stretch_steps(batch, free_blocks: int, block_size: int) -> int:
+    """Decode steps that can run in closed form from an all-decode step that neither admitted nor
+    preempted: the next steps have the same budget, fewer free blocks and the same running set, so
+    nothing can change before the first completion or the KV bound (each sequence takes at most
+    ceil(k / block_size) new blocks in k steps)."""
+    return max(1, min(batch.first_completion(), (free_blocks // len(batch)) * block_size))
