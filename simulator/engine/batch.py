@@ -11,6 +11,8 @@ per-call cost, ~2 us here).
 """
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 COLUMNS = ("idx", "prompt", "output", "computed", "generated", "blocks")
@@ -28,7 +30,7 @@ class RunningBatch:
     exactly one token (a hint for the scheduler's fast path); `used_blocks`: KV blocks held."""
 
     __slots__ = ("block_size", "idx", "prompt", "output", "cbase", "gbase", "clock", "sum_cbase",
-                 "used_blocks", "phase", "decoding", "_min_left")
+                 "used_blocks", "phase", "decoding", "_left", "_key")
 
     def __init__(self, block_size: int):
         self.block_size = block_size
@@ -42,7 +44,10 @@ class RunningBatch:
         self.used_blocks = 0
         self.phase: dict = {}  # cbase mod block_size -> requests (who open a block together)
         self.decoding = True
-        self._min_left = None  # min(output - gbase): all-decode steps to the first completion + clock
+        # completion order: a heap of (output - gbase, position) — a request finishes when the clock
+        # reaches its key — with stale entries (key changed, request gone) dropped when they surface
+        self._left: list = []
+        self._key: dict = {}  # position in the workload -> its current key
 
     def __len__(self) -> int:
         return len(self.idx)
@@ -82,14 +87,23 @@ class RunningBatch:
 
     def first_completion(self) -> int:
         """All-decode steps until the first request completes: min(output - generated)."""
-        if self._min_left is None:
-            self._min_left = min([o - g for o, g in zip(self.output, self.gbase)])
-        return self._min_left - self.clock
+        heap, key = self._left, self._key
+        while key.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] - self.clock
 
-    def finished(self) -> list:
-        """Positions in the batch of requests with every output token sampled."""
-        d = self.clock
-        return [i for i, (o, g) in enumerate(zip(self.output, self.gbase)) if g + d >= o]
+    def finished(self, exclude=()) -> list:
+        """Batch positions (ascending) of requests with every output token sampled, less those in
+        `exclude` (requests whose step the caller judges itself, e.g. prompts still in prefill)."""
+        heap, key, d, out, keep = self._left, self._key, self.clock, [], []
+        while heap and heap[0][0] <= d:
+            k, pos = heapq.heappop(heap)
+            if key.get(pos) == k:
+                i = self.idx.index(pos)
+                (keep if i in exclude else out).append((k, pos) if i in exclude else i)
+        for entry in keep:  # not judged here: still in the order
+            heapq.heappush(heap, entry)
+        return sorted(out)
 
     # ---- changes (each keeps the sums, the block count and the phases exact) -----------------
     def _add(self, c: int, sign: int) -> None:
@@ -104,15 +118,10 @@ class RunningBatch:
         else:
             del self.phase[ph]
 
-    def _key_changed(self, old: int | None, new: int | None) -> None:
-        """Keep min(output - gbase) cached through a change of one request's key (None: absent)."""
-        m = self._min_left
-        if m is None:
-            return
-        if new is not None and new < m:
-            self._min_left = new
-        elif old == m and (new is None or new > old):
-            self._min_left = None  # the minimum may have left: recount when asked
+    def _order(self, pos: int, key: int) -> None:
+        """Request `pos` finishes when the clock reaches `key` (output - gbase)."""
+        self._key[pos] = key
+        heapq.heappush(self._left, (key, pos))
 
     def append(self, pos: int, prompt: int, output: int, computed: int, generated: int) -> None:
         """Admit a request (at the tail)."""
@@ -122,24 +131,24 @@ class RunningBatch:
         self.cbase.append(computed - self.clock)
         self.gbase.append(generated - self.clock)
         self._add(computed, 1)
-        self._key_changed(None, output - generated + self.clock)
+        self._order(pos, output - generated + self.clock)
         self.decoding = False
 
     def set(self, i: int, computed: int, generated: int) -> None:
         """Request i now has `computed` tokens cached and `generated` sampled."""
         self._add(self.cbase[i] + self.clock, -1)
-        old = self.output[i] - self.gbase[i]
         self.cbase[i] = computed - self.clock
         self.gbase[i] = generated - self.clock
         self._add(computed, 1)
-        self._key_changed(old, self.output[i] - self.gbase[i])
+        if self._key[self.idx[i]] != self.output[i] - self.gbase[i]:
+            self._order(self.idx[i], self.output[i] - self.gbase[i])
 
     def remove(self, at: list) -> list:
         """Drop the requests at batch positions `at` (ascending); their (pos, generated) pairs."""
         d, gone = self.clock, []
         for i in reversed(at):
             self._add(self.cbase[i] + d, -1)
-            self._key_changed(self.output[i] - self.gbase[i], None)
+            del self._key[self.idx[i]]
             gone.append((self.idx[i], self.gbase[i] + d))
             for col in (self.idx, self.prompt, self.output, self.cbase, self.gbase):
                 del col[i]

@@ -82,8 +82,7 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float) -> list:
         if full and gen >= out:
             done.append(i)
     if batch.first_completion() <= 0:  # decoders that sampled their last token
-        fixed = set(fix)
-        done = sorted(set(done) | {i for i in batch.finished() if i not in fixed})
+        done = sorted(done + batch.finished(exclude=set(fix)))
     return done
 
 
