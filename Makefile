@@ -8,7 +8,7 @@ $(STAMP): pyproject.toml requirements-cpu.txt
 	$(VENV)/bin/pip install -q -r requirements-cpu.txt
 	touch $(STAMP)
 
-.PHONY: setup run test
+.PHONY: setup run test test-fast
 setup: $(STAMP)
 
 run: $(STAMP)
@@ -16,3 +16,6 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m "not slow"

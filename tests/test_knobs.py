@@ -61,6 +61,12 @@ def test_shift_threshold_boundary_is_the_same_in_every_layer():
 def test_every_layer_reads_the_sidp_hysteresis_from_knobs():
     assert kernels.sidp.SIDP_HYSTERESIS_DECISIONS is knobs.SIDP_HYSTERESIS_DECISIONS
     assert kernels.engines.SIDP_HYSTERESIS_DECISIONS is knobs.SIDP_HYSTERESIS_DECISIONS
+    import simulator.policies.sidp.policy as sim_sidp
+    assert sim_sidp.SIDP_HYSTERESIS_DECISIONS is knobs.SIDP_HYSTERESIS_DECISIONS  # the orchestrator's default
+    assert sim_sidp.SIDP_B_STAR_CONTEXT_TOKENS is knobs.SIDP_B_STAR_CONTEXT_TOKENS
+    orch = sidp_plans("sidp", None, load_model("llama-3.1-70b"), load_hardware("h200"), 8, DEFAULT_FRAMEWORK,
+                      {})[0].modes["was"].orch
+    assert orch.hysteresis == N
     assert _default(kernels.sidp.choose_mode, "hysteresis") == N
     assert _default(sidp.next_mode, "decisions") == N
     assert _default(kernels.sidp.choose_mode, "b_star") is inspect.Parameter.empty  # B* has no default

@@ -1,4 +1,4 @@
-"""Same-time ordering, pinned (STYLE 7; simulator/cluster.py names this file): an arrival at exactly
+"""Same-time ordering, pinned (STYLE 7; simulator/cluster/arrivals.py names this file): an arrival at exactly
 a step boundary is seen by that boundary, in both modes and inside a fast-forwarded stretch; one a
 hair later waits for the next boundary; same-time arrivals keep trace order; a closed-loop request
 issued by a completion is not seen by a step that ends at that same instant on another engine."""
