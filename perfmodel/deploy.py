@@ -64,10 +64,23 @@ def _min_tp(spec, hw, fw, gpus: int | None = None, shift: bool = False) -> int:
                       f"{hw.gpus_per_node} x {hw.name} with any TP degree")
 
 
+def _fit_tp(spec, hw, fw, gpus: int) -> int:
+    """_min_tp, or why one replica does not fit `gpus` GPUs: weights per GPU (all of them) vs usable."""
+    t = _min_tp(spec, hw, fw)
+    if t > gpus:
+        p = memory.plan(spec, ParallelLayout(tp=gpus), hw, fw)
+        raise LayoutError(f"{spec.name} does not fit {gpus} x {hw.name} (one replica needs tp={t}): "
+                          f"{p.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU vs "
+                          f"{p.usable_bytes_per_gpu / 1e9:.1f} GB usable")
+    return t
+
+
 def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAMEWORK,
                threshold_tokens: int = SHIFT_THRESHOLD_TOKENS) -> Deployment:
     """Resolve a strategy name (dp, tp, pp, sp, shift, ep) or a layout ('tp=2,pp=4') on `gpus`."""
     s = strategy.strip().lower()
+    if gpus < 1:
+        raise LayoutError(f"--gpus {gpus} must be >= 1")
     if gpus > hw.gpus_per_node:
         raise LayoutError(f"--gpus {gpus} exceeds the {hw.gpus_per_node} GPUs of a {hw.name} node")
     if "=" in s:
@@ -80,10 +93,10 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
     elif s in ("tp", "pp", "sp"):
         lay = ParallelLayout(**{s: gpus})
     elif s == "dp":
-        t = _min_tp(spec, hw, fw)
+        t = _fit_tp(spec, hw, fw, gpus)
         lay = ParallelLayout(tp=t, dp=gpus // t)
     elif s == "ep":
-        t = _min_tp(spec, hw, fw) if not spec.is_moe else 1
+        t = _fit_tp(spec, hw, fw, gpus) if not spec.is_moe else 1
         lay = ParallelLayout(tp=t, dp=gpus // t, ep=gpus if spec.is_moe else 1)
     elif s == "shift":
         t = _min_tp(spec, hw, fw, gpus, shift=True)

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
     p.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())})")
     p.add_argument("--gpus", type=int, default=8)
-    p.add_argument("--weights", default="fp8", choices=("bf16", "fp8"))
+    p.add_argument("--weights", choices=("bf16", "fp8"), help="default: fp8 where the hardware has fp8, else bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"))
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
     p.add_argument("--router", default="least-tokens", choices=ROUTERS)
@@ -109,7 +109,7 @@ def _print_table(summaries: list[dict], out) -> None:
     rows = [["layout"] + [s["layout"] for s in summaries]]
     for key, fmt in SHOW:
         if all(key in s for s in summaries):
-            rows.append([key] + [fmt.format(s[key]) for s in summaries])
+            rows.append([key] + ["-" if s[key] is None else fmt.format(s[key]) for s in summaries])
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     for r in [head] + rows:
         print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))),
@@ -131,12 +131,19 @@ def main(argv=None) -> int:
         policies = [p.strip() for p in (args.compare or args.policy).split(",") if p.strip()]
         results = [run_one(p, args, workload) for p in policies]
         summaries = [r[0] for r in results]
+        prefill_only = int((workload.requests["output_tokens"] == 0).sum())
+        if prefill_only:  # BurstGPT's failed rows (0 response tokens), or a trace that asks for none
+            print(f"note: {prefill_only} request(s) with 0 output tokens run as prefill-only", file=sys.stderr)
+        for s in summaries:
+            if s["saturated"]:
+                print(f"warning: {s['policy']} is saturated (served rate > 5% below the offered rate, or a queue "
+                      "still growing as arrivals end): its latencies grow with the trace's length", file=sys.stderr)
         if args.format == "json":
             print(json.dumps(summaries if args.compare else summaries[0], indent=2))
         else:
             first = summaries[0]
             print(f"{workload.source}: {len(workload)} requests on {args.gpus} x {first['hardware']}, {first['model']} "
-                  f"({args.weights}); profile: {first['profile']}")
+                  f"({first['weights']}); profile: {first['profile']}")
             _print_table(summaries, sys.stdout)
         if args.out:
             for summ, req, steps in results:

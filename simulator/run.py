@@ -28,7 +28,7 @@ class RunSpec:
     model: str = "llama-3.3-70b"  # preset, HF id or config.json
     hardware: str = "h200"
     gpus: int = 8
-    weights: str = "fp8"
+    weights: str | None = None  # None: fp8 where the hardware has fp8 tensor cores, else bf16
     kv_dtype: str = "bf16"
     profile: str | None = None  # None: the hardware's calibrated profile; "none": datasheet; a name or path
     layout: str | None = None
@@ -93,8 +93,11 @@ class _Batched:
 
 def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
     """Simulate workload `wl` as `rs` says; `progress(n)` hears of every request that ends."""
-    spec = model_spec(rs.model, rs.weights, rs.kv_dtype)
     hw, prof = hardware_and_profile(rs.hardware, rs.profile)
+    # default: fp8 where the GPU has fp8 tensor cores, else bf16. fp8 asked for on a GPU without them
+    # runs as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
+    weights = rs.weights or ("fp8" if hw.has_fp8 else "bf16")
+    spec = model_spec(rs.model, weights, rs.kv_dtype)
     cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
                     router=rs.router, max_concurrency=rs.max_concurrency, framework=framework)
     tick = _Batched(progress) if progress is not None else None
@@ -104,7 +107,7 @@ def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
     req, steps = res.requests.frame(), res.steps.frame()
     summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
     summ.update(policy=rs.policy, layout=" / ".join(f"{m}: {lay}" for m, lay in res.engines[0]["modes"].items()),
-                engines=len(res.engines), model=spec.name, hardware=hw.name, gpus=rs.gpus, weights=rs.weights,
+                engines=len(res.engines), model=spec.name, hardware=hw.name, gpus=rs.gpus, weights=weights,
                 kv_dtype=rs.kv_dtype, profile=getattr(prof, "name", None) or "datasheet",
                 trace=getattr(wl, "source", ""), kv_capacity_tokens=res.kv_capacity_tokens,
                 max_request_tokens=max(e["kv_capacity_tokens"] for e in res.engines))

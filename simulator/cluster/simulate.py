@@ -44,6 +44,8 @@ class SimConfig:
             raise ValueError(f"unknown router {self.router!r}: one of {', '.join(ROUTERS)}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}: one of {', '.join(sorted(POLICIES))}")
+        if self.gpus < 1:
+            raise ValueError(f"--gpus {self.gpus} must be >= 1")
         if self.max_concurrency < 0:
             raise ValueError(f"max_concurrency={self.max_concurrency} must be >= 0")
 

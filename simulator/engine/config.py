@@ -6,6 +6,9 @@ import dataclasses
 from perfmodel.knobs import KV_BLOCK_TOKENS
 
 SCHEDULE_ORDERS = ("decode-first", "prefill-first")
+# vLLM's CacheConfig.block_size choices, as of the vLLM 0.9 the framework constants describe
+# (vllm/config.py: BlockSize = Literal[1, 8, 16, 32, 64, 128]; later releases, vllm/config/cache.py, add 256).
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -34,5 +37,7 @@ class EngineConfig:
             v = getattr(self, f)
             if v is not None and v < 1:
                 raise ValueError(f"{f}={v} must be >= 1")
-        if self.block_size < 1 or self.max_waiting < 0:
-            raise ValueError(f"block_size={self.block_size} must be >= 1 and max_waiting={self.max_waiting} >= 0")
+        if self.block_size not in BLOCK_SIZES:
+            raise ValueError(f"block_size={self.block_size}: vLLM allows {', '.join(map(str, BLOCK_SIZES))}")
+        if self.max_waiting < 0:
+            raise ValueError(f"max_waiting={self.max_waiting} must be >= 0")

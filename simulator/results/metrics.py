@@ -16,11 +16,14 @@ class ConservationError(RuntimeError):
 
 
 def _stats(prefix: str, values, out: dict) -> None:
-    """mean_/median_/std_/p90_/p99_<prefix> in vLLM's naming; NaN-free input, 0 when empty."""
+    """mean_/median_/std_/p90_/p99_<prefix> in vLLM's naming; NaN-free input, None when empty
+    (an all-rejected run has no latencies: null in summary.json, '-' in the CLI table)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if len(v) == 0:
-        v = np.zeros(1)
+        for key in ("mean", "median", "std") + tuple(name for name, _ in PCTS):
+            out[f"{key}_{prefix}"] = None
+        return
     out[f"mean_{prefix}"] = float(v.mean())
     out[f"median_{prefix}"] = float(np.median(v))
     out[f"std_{prefix}"] = float(v.std())
@@ -70,8 +73,9 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, engines: list, slo_ttft_ms
     check_conservation(req)
     comp = req[req["status"] == "completed"]
     t0 = float(req["arrival_s"].min()) if len(req) else 0.0
-    end = float(comp["finish_s"].max()) if len(comp) else t0
-    dur = max(end - t0, 1e-12)
+    # nothing completed: the trace's arrival span (vLLM's benchmark measures wall time the same way)
+    end = float(comp["finish_s"].max()) if len(comp) else float(req["arrival_s"].max()) if len(req) else t0
+    dur = max(end - t0, 1e-12)  # 1e-12 only for one request or a batch at one instant, never completed
     out = {
         "completed": int(len(comp)), "rejected": int((req["status"] == "rejected").sum()),
         "num_requests": int(len(req)),
@@ -93,8 +97,9 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, engines: list, slo_ttft_ms
         good &= comp["ttft_ms"].fillna(0).to_numpy() <= slo_ttft_ms
     if slo_tpot_ms is not None:
         good &= comp["tpot_ms"].fillna(0).to_numpy() <= slo_tpot_ms
-    out["goodput_requests"] = int(good.sum())
-    out["request_goodput"] = float(good.sum()) / dur
+    has_slo = slo_ttft_ms is not None or slo_tpot_ms is not None  # vLLM: null without --goodput
+    out["goodput_requests"] = int(good.sum()) if has_slo else None
+    out["request_goodput"] = float(good.sum()) / dur if has_slo else None
     out["preemptions"] = int(req["preemptions"].sum())
     reasons = req.loc[req["status"] == "rejected", "reject_reason"].value_counts()
     out["rejected_reasons"] = {str(k): int(v) for k, v in reasons.items()}
@@ -110,7 +115,42 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, engines: list, slo_ttft_ms
         out["mode_switches"] = int(_switches(steps))
         out["switch_time_s"] = float(steps["switch_s"].sum())
     out["engines"] = len(engines)
+    out["saturated"] = saturated(req, steps)
     return out
+
+
+SERVED_SHORTFALL = 0.05  # served rate more than 5% below the offered rate: overloaded
+UNSERVABLE = ("longer than", "context_length")  # reject reasons of requests too long at any load
+
+
+def saturated(req: pd.DataFrame, steps: pd.DataFrame) -> bool:
+    """Whether the offered load exceeded what the deployment served. True when either holds:
+    * rates: offered = (n - 1) / (last arrival - first arrival), served = (completed - 1) /
+      (last finish - first finish), and served < (1 - SERVED_SHORTFALL) x offered. Spans between
+      the first and last event of each kind, so a steady latency cancels out (a trace of long
+      requests is not flagged for its last request's latency); rejected requests are not served, but
+      those no load could serve (too long: reasons starting with UNSERVABLE) are not offered either.
+    * queue: in the last tenth (in time) of the arrival window, some engine's waiting queue never
+      empties and its least-squares trend is upward (a stable queue keeps emptying; only the
+      arrival window counts: once arrivals stop every queue drains).
+    A batch arriving at one instant (or fewer than two completions) has no offered rate and no
+    arrival window: False (an offline benchmark, not an overload)."""
+    t = req.loc[~req["reject_reason"].astype(str).str.startswith(UNSERVABLE), "arrival_s"].to_numpy()
+    fin = np.sort(req.loc[req["status"] == "completed", "finish_s"].to_numpy())
+    span = float(t.max() - t.min()) if len(t) else 0.0
+    if span <= 0:
+        return False
+    if len(fin) < 2 or fin[-1] <= fin[0]:
+        return True  # arrivals over time, fewer than two served
+    if (len(fin) - 1) / (fin[-1] - fin[0]) < (1 - SERVED_SHORTFALL) * (len(t) - 1) / span:
+        return True
+    lo, hi = float(t.max()) - span / 10, float(t.max())
+    tail = steps[(steps["start_s"] >= lo) & (steps["start_s"] <= hi)] if len(steps) else steps
+    for _, g in tail.groupby("engine"):
+        w, x = g["waiting"].to_numpy(), g["start_s"].to_numpy()
+        if len(w) >= 3 and w.min() > 0 and np.polyfit(x - x[0], w, 1)[0] > 0:
+            return True
+    return False
 
 
 def _switches(steps: pd.DataFrame) -> int:
