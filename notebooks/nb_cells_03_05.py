@@ -124,9 +124,11 @@ cap.pivot(index="config", columns="kind", values="kv_capacity_tokens")
 n = 30
 arr = np.sort(np.random.default_rng(0).uniform(0, 20, n))
 inp, outp = np.full(n, 2048), np.full(n, 128)
-inp[5], outp[5] = 200_000, 100  # longer than one DP unit's KV
+# longer than one DP unit's KV but within Llama-3.3's max_model_len (131,072): on H200 a unit holds more
+# than that, so this runs on 8 x H20 (96 GB), where a unit holds ~37k tokens and a TP-2 group twice that
+inp[5], outp[5] = 60_000, 100
 long_wl = make_workload({"arrival_s": arr, "input_tokens": inp, "output_tokens": outp})
-long = {p: run_summary(long_wl, p, frames=True, **kw)
+long = {p: run_summary(long_wl, p, frames=True, hardware="h20", **kw)
         for p, kw in (("dp", {}), ("flying", {"policy_args": {"low_load": 1}}))}
 {p: r[1].loc[5, "status"] for p, r in long.items()}
 """),

@@ -12,7 +12,8 @@ from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
 from .modelspec import load_model, preset_names
 
-ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_per_s", "max_context_tokens")
+ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_per_s", "max_context_tokens",
+                 "kv_capacity_tokens")
 
 
 def _explain(spec, hw, prof, args, out) -> None:
@@ -48,7 +49,8 @@ def estimate_main(args, out=None) -> int:
     hw = load_hardware(args.hardware)
     prof = resolve_profile(hw, args.profile)
     rows = [estimate(s, spec, hw, args.gpus, args.input, args.output, prof=prof,
-                     threshold_tokens=args.threshold) for s in split_strategies(args.strategies)]
+                     threshold_tokens=args.threshold, max_model_len=args.max_model_len)
+            for s in split_strategies(args.strategies)]
     if args.format == "json":
         json.dump(rows, out, indent=2)
         out.write("\n")
@@ -60,11 +62,12 @@ def estimate_main(args, out=None) -> int:
         print(f"{spec.name} ({args.weights} weights, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
               f"{args.input} in / {args.output} out; profile: "
               f"{getattr(prof, 'name', None) or 'datasheet'}", file=out)
-        print(f"{'strategy':10s} {'layout':22s} {'TTFT ms':>9s} {'TPOT ms':>9s} {'tok/s (sat.)':>13s} "
-              f"{'max context':>12s}", file=out)
+        print(f"{'strategy':10s} {'layout':24s} {'TTFT ms':>9s} {'TPOT ms':>9s} {'tok/s (sat.)':>13s} "
+              f"{'max context':>12s} {'KV tokens':>12s}", file=out)
         for r in rows:
-            print(f"{r['strategy']:10s} {r['layout']:22s} {r['ttft_ms']:9.1f} {r['tpot_ms']:9.2f} "
-                  f"{r['throughput_tokens_per_s']:13,.0f} {r['max_context_tokens']:12,d}", file=out)
+            print(f"{r['strategy']:10s} {r['layout']:24s} {r['ttft_ms']:9.1f} {r['tpot_ms']:9.2f} "
+                  f"{r['throughput_tokens_per_s']:13,.0f} {r['max_context_tokens']:12,d} "
+                  f"{r['kv_capacity_tokens']:12,d}", file=out)
         if args.explain:
             _explain(spec, hw, prof, args, out)
     return 0
@@ -81,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"))
     e.add_argument("--input", type=int, default=4096, help="input tokens per request")
     e.add_argument("--output", type=int, default=250, help="output tokens per request")
+    e.add_argument("--max-model-len", type=int, help="longest request (default: the model's, as vLLM derives it; "
+                   "more is refused, as vLLM does)")
     e.add_argument("--strategies", default="dp,tp,sp,shift", help="comma list of dp,tp,pp,sp,shift,ep; layouts like tp=2,pp=4 are separated by ';'")
     e.add_argument("--threshold", type=int, default=SHIFT_THRESHOLD_TOKENS,
                    help="Shift's token threshold (perfmodel/knobs.py says why this default)")

@@ -35,8 +35,18 @@ class Deployment:
         return self.shift if tokens <= self.threshold_tokens else self.base
 
     def describe(self) -> str:
-        s = str(self.base)
-        return f"{s} | shift tp={self.shift.tp}" if self.shift else s
+        """The whole deployment: 'dp=4 x tp=2', 'tp=8', Shift's 'base: sp=8 / shift: tp=8'."""
+        if self.shift is None:
+            return layout_name(self.base)
+        return f"base: {layout_name(self.base)} / shift: {layout_name(self.shift)}"
+
+
+def layout_name(lay: ParallelLayout) -> str:
+    """A deployment layout by name, DP degree first: 'dp=4 x tp=2', 'tp=8', 'dp=8,ep=8' (an expert
+    group spans the DP ranks, so DP and EP are one layout there)."""
+    if lay.dp == 1 or lay.ep > 1:
+        return str(lay)
+    return f"dp={lay.dp} x {dataclasses.replace(lay, dp=1)}"
 
 
 SHIFT_MIN_KV_FRACTION = 0.25  # Shift's default base keeps >= 25% of usable HBM for KV: this picks the
@@ -94,10 +104,14 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
         lay = ParallelLayout(**{s: gpus})
     elif s == "dp":
         t = _fit_tp(spec, hw, fw, gpus)
+        if gpus > 1 and gpus // t < 2:  # one TP replica named "dp" (on 1 GPU every strategy is tp=1)
+            raise LayoutError(f"dp: {spec.name} needs tp={t} per replica on {hw.name}, so {gpus} GPUs hold one "
+                              "replica: no data parallelism; use --policy tp or more GPUs")
         lay = ParallelLayout(tp=t, dp=gpus // t)
     elif s == "ep":
-        t = _fit_tp(spec, hw, fw, gpus) if not spec.is_moe else 1
-        lay = ParallelLayout(tp=t, dp=gpus // t, ep=gpus if spec.is_moe else 1)
+        if not spec.is_moe:
+            raise LayoutError(f"ep: {spec.name} has no experts; use --policy dp or tp")
+        lay = ParallelLayout(dp=gpus, ep=gpus)
     elif s == "shift":
         t = _min_tp(spec, hw, fw, gpus, shift=True)
         base = ParallelLayout(tp=t, sp=gpus // t).validate(spec, gpus)

@@ -13,6 +13,7 @@ from .deploy import deployment, instance_layout
 from .framework import DEFAULT_FRAMEWORK, Framework, SchedulerLimits, vllm_default_limits
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
+from .modelspec import resolve_max_model_len
 
 
 def _step_s(dep, spec, hw, batch, tokens, prof, fw):
@@ -71,8 +72,17 @@ def saturated_throughput(dep, spec, hw, input_tokens: int, output_tokens: int, l
 
 def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_tokens: int,
              prof=None, fw: Framework = DEFAULT_FRAMEWORK, limits: SchedulerLimits | None = None,
-             threshold_tokens: int = SHIFT_THRESHOLD_TOKENS) -> dict:
-    """One row: strategy, layout, ttft_ms, tpot_ms, throughput_tokens_per_s, max_context_tokens."""
+             threshold_tokens: int = SHIFT_THRESHOLD_TOKENS, max_model_len: int | None = None) -> dict:
+    """One row: strategy, layout, ttft_ms, tpot_ms, throughput_tokens_per_s, max_context_tokens (the
+    longest request that fits both max_model_len and one instance's KV), kv_capacity_tokens (one instance)."""
+    max_len = resolve_max_model_len(spec, max_model_len)  # the model's, or --max-model-len (at most that)
+    if input_tokens < 1:
+        raise ValueError(f"--input {input_tokens}: a request has at least 1 prompt token")
+    if output_tokens < 0:
+        raise ValueError(f"--output {output_tokens} must be >= 0")
+    if input_tokens + output_tokens > max_len:  # vLLM rejects it (context_length), as the simulator does
+        raise ValueError(f"--input {input_tokens} + --output {output_tokens} tokens exceed max_model_len "
+                         f"{max_len} of {spec.name}: vLLM rejects such a request")
     limits = limits or vllm_default_limits(hw)
     dep = deployment(strategy, spec, hw, gpus, fw, threshold_tokens)
     if not dep.plan.fits:
@@ -85,7 +95,8 @@ def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_token
         "ttft_ms": 1e3 * ttft_s(dep, spec, hw, input_tokens, limits, prof, fw),
         "tpot_ms": 1e3 * tpot_s(dep, spec, hw, input_tokens, output_tokens, prof, fw),
         "throughput_tokens_per_s": sat["throughput_tokens_per_s"],
-        "max_context_tokens": int(dep.plan.kv_capacity_tokens),
+        "max_context_tokens": int(min(max_len, dep.plan.kv_capacity_tokens)),
+        "kv_capacity_tokens": int(dep.plan.kv_capacity_tokens),
         "weights_gb_per_gpu": (dep.plan.weight_bytes_per_gpu + dep.plan.extra_bytes_per_gpu) / 1e9,
         "saturated_concurrency": sat["concurrency"],
     }

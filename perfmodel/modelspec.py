@@ -51,6 +51,7 @@ class ModelSpec:
     intermediate_size: int  # dense FFN width (per expert for MoE layers: moe_intermediate_size)
     vocab_size: int
     max_position_embeddings: int
+    max_model_len: int  # longest request (prompt + output) vLLM serves: derived_max_model_len(config)
     num_experts: int = 0  # routed experts per MoE layer (0: dense)
     experts_per_token: int = 0
     num_moe_layers: int = 0
@@ -64,7 +65,8 @@ class ModelSpec:
     kv_dtype: str = "bf16"
 
     def __post_init__(self):
-        for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
+        for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size",
+                  "max_model_len"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"model {self.name}: {f}={getattr(self, f)} must be > 0")
         if self.num_heads % self.num_kv_heads:
@@ -191,6 +193,46 @@ class ModelSpec:
         return per_layer_tok * (full * context_len + self.num_sliding_layers * win)
 
 
+# Config keys vLLM reads a model's length from; the smallest one present wins (vllm/config.py,
+# _get_and_verify_max_len, vLLM 0.9: "OPT, GPT-2, MPT, ChatGLM2, Command-R, Whisper, others").
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+DEFAULT_MAX_MODEL_LEN = 2048  # vLLM's assumption (with a warning) when a config has none of the keys
+
+
+def derived_max_model_len(cfg: dict) -> int:
+    """The max_model_len vLLM derives from a (text) config, as in vllm/config.py
+    _get_and_verify_max_len (vLLM 0.9): the smallest of MAX_LEN_KEYS (`model_max_length` wins when
+    present), else 2048; then RoPE scaling: types "llama3", "longrope" and "su" keep it (the config's
+    max_position_embeddings is already the extended length: Llama-3.1's 131072 with factor 8 over
+    8192), "yarn" gives original_max_position_embeddings x factor, any other type (linear, dynamic)
+    gives the length x factor ("default" has no factor: x 1); Gemma-3 configs are already scaled."""
+    lens = [int(cfg[k]) for k in MAX_LEN_KEYS if cfg.get(k) is not None]
+    n = int(cfg["model_max_length"]) if cfg.get("model_max_length") else min(lens, default=DEFAULT_MAX_MODEL_LEN)
+    rope = cfg.get("rope_scaling") or {}
+    kind = rope.get("rope_type") or rope.get("type") or "default"  # "type": the key before transformers 4.45
+    if rope and kind not in ("su", "longrope", "llama3") and "gemma3" not in cfg.get("model_type", ""):
+        if kind == "yarn":
+            n = int(rope["original_max_position_embeddings"])
+        n = int(n * float(rope.get("factor", 1.0)))
+    return n
+
+
+def resolve_max_model_len(spec: ModelSpec, requested: int | None) -> int:
+    """The max_model_len a run uses: the model's, or `requested` (--max-model-len) as vLLM takes it:
+    at most the derived length (vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, which
+    its docs warn gives NaNs past the RoPE range; we keep vLLM's default, the refusal)."""
+    if requested is None:
+        return spec.max_model_len
+    if requested < 1:
+        raise ValueError(f"--max-model-len {requested} must be >= 1")
+    if requested > spec.max_model_len:
+        raise ValueError(f"--max-model-len {requested} is greater than the derived max_model_len "
+                         f"({spec.max_model_len}) of {spec.name} (vLLM refuses it unless "
+                         f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
+    return requested
+
+
 def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
     """Build a ModelSpec from a parsed Hugging Face config.json (Llama, Qwen2/3, Qwen3-MoE,
     Mixtral, Llama-4 text, GPT-OSS families)."""
@@ -238,6 +280,7 @@ def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf1
         name=name, num_layers=layers, hidden_size=d, num_heads=nh, num_kv_heads=nkv, head_dim=hd,
         intermediate_size=ffn, vocab_size=int(cfg["vocab_size"]),
         max_position_embeddings=int(cfg.get("max_position_embeddings", 0) or 0),
+        max_model_len=derived_max_model_len(cfg),
         num_experts=n_exp, experts_per_token=topk, num_moe_layers=moe_layers,
         shared_expert_size=shared, dense_intermediate_size=dense_ffn, qkv_bias=bias,
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),

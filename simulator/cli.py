@@ -3,7 +3,7 @@
     simulate --trace burstgpt.csv --policy shift [--layout tp=2,pp=4] [--model M] [--hardware H]
              [--gpus N] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
              [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR] [--seed S] [--rate-scale k]
-             [--time-window a:b] [--plot] [--compare tp,dp,sp] [--describe]
+             [--time-window a:b] [--plot] [--compare tp,dp,layout:tp=2,pp=4] [--describe]
 """
 from __future__ import annotations
 
@@ -40,10 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_trace_args(p)
     p.add_argument("--describe", action="store_true", help="summarize the trace (with --plot: histograms) and exit")
     p.add_argument("--policy", default="shift", help=f"one of {', '.join(sorted(POLICIES))}")
-    p.add_argument("--layout", help="explicit layout, e.g. tp=2,pp=4 or sp=4,tp=2 (DP fills the GPUs)")
+    p.add_argument("--layout", help="with --policy layout: the layout, e.g. tp=2,pp=4 or sp=4,tp=2 (DP fills the "
+                   "GPUs); shift reads it as its base, sidp as its tp; other policies refuse it")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                    help=f"policy knob, e.g. threshold={SHIFT_THRESHOLD_TOKENS} (repeatable)")
-    p.add_argument("--compare", help="comma list of policies to run on the same trace, side by side")
+    p.add_argument("--compare", help="comma list of policies to run on the same trace, side by side; a layout "
+                   "goes with its policy: tp,dp,layout:tp=2,pp=4 (--layout is for one policy)")
     p.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
     p.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())})")
     p.add_argument("--gpus", type=int, default=8)
@@ -63,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve-full-prompt", action="store_true",
                    help="admit a request only if its whole prompt fits the free KV (later vLLM's "
                         "--scheduler-reserve-full-isl); default: its first chunk (vLLM 0.9)")
+    p.add_argument("--max-model-len", type=int, help="longest request (prompt + output) served; longer ones "
+                   "are rejected (reason context_length). Default: the model's (max_position_embeddings with RoPE "
+                   "scaling, as vLLM derives it); more than that is refused, as vLLM does")
     p.add_argument("--slo-ttft-ms", type=float)
     p.add_argument("--slo-tpot-ms", type=float)
     p.add_argument("--window-s", type=float, default=10.0, help="time-series window")
@@ -82,30 +87,53 @@ def _policy_args(items) -> tuple:
     return tuple(out)
 
 
-def run_spec(policy: str, args) -> RunSpec:
-    """The RunSpec the command line describes for one policy."""
+def compare_items(text: str) -> list[tuple[str, str | None]]:
+    """--compare 'tp,dp,layout:tp=2,pp=4' -> [('tp', None), ('dp', None), ('layout', 'tp=2,pp=4')]: a
+    layout follows its policy after ':' and, being a comma list itself, takes the '=' tokens after it."""
+    items: list[list] = []
+    for tok in filter(None, (t.strip() for t in text.split(","))):
+        if "=" in tok and ":" not in tok:
+            if not items or items[-1][1] is None:
+                raise ValueError(f"--compare {text!r}: {tok!r} is not a policy; a layout follows its policy, "
+                                 "e.g. --compare tp,layout:tp=2,pp=4")
+            items[-1][1] += "," + tok
+        else:
+            policy, sep, layout = tok.partition(":")
+            items.append([policy.strip(), layout.strip() if sep else None])
+    for policy, layout in items:
+        if policy == "layout" and not layout:
+            raise ValueError(f"--compare {text!r}: 'layout' needs its layout, e.g. layout:tp=2,pp=4")
+    return [(p, lay) for p, lay in items]
+
+
+def run_spec(policy: str, args, layout: str | None = None) -> RunSpec:
+    """The RunSpec the command line describes for one policy (`layout`: a --compare item's)."""
     eng = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                        enable_chunked_prefill=not args.no_chunked_prefill, block_size=args.block_size,
                        schedule_order=args.schedule_order, max_waiting=args.max_waiting,
                        priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward,
-                       reserve_full_prompt=args.reserve_full_prompt)
+                       reserve_full_prompt=args.reserve_full_prompt, max_model_len=args.max_model_len)
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
-                   kv_dtype=args.kv_dtype, profile=args.profile, layout=args.layout,
+                   kv_dtype=args.kv_dtype, profile=args.profile, layout=layout or args.layout,
                    policy_args=_policy_args(args.policy_arg), engine=eng, router=args.router,
                    max_concurrency=args.max_concurrency, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
 
 
-def run_one(policy: str, args, workload) -> tuple[dict, object, object]:
+def run_one(policy: str, args, workload, layout: str | None = None) -> tuple[dict, object, object]:
     """Simulate one policy (simulator.run, with a progress bar); (summary, requests, steps)."""
     from tqdm import tqdm
 
     with tqdm(total=len(workload), delay=3, file=sys.stderr, unit="req", desc=policy) as bar:
-        r = run(workload, run_spec(policy, args), progress=bar.update)
+        r = run(workload, run_spec(policy, args, layout), progress=bar.update)
     return r.summary, r.requests, r.steps
 
 
-def _print_table(summaries: list[dict], out) -> None:
-    head = ["metric"] + [s["policy"] for s in summaries]
+def _label(policy: str, layout: str | None) -> str:
+    return f"{policy}:{layout}" if layout else policy
+
+
+def _print_table(summaries: list[dict], labels: list[str], out) -> None:
+    head = ["metric"] + labels
     rows = [["layout"] + [s["layout"] for s in summaries]]
     for key, fmt in SHOW:
         if all(key in s for s in summaries):
@@ -128,15 +156,23 @@ def main(argv=None) -> int:
         if args.describe:
             describe(workload, args.plot)
             return 0
-        policies = [p.strip() for p in (args.compare or args.policy).split(",") if p.strip()]
-        results = [run_one(p, args, workload) for p in policies]
+        if args.compare and args.layout:  # --layout would replace every compared policy's own layout
+            hint = [f"layout:{args.layout}" if t.strip() == "layout" else t.strip() for t in args.compare.split(",")]
+            hint += [] if f"layout:{args.layout}" in hint else [f"layout:{args.layout}"]
+            raise ValueError(f"--layout with --compare: give the layout per policy inside --compare, "
+                             f"e.g. --compare {','.join(hint)}")
+        items = compare_items(args.compare) if args.compare else [(args.policy, None)]
+        labels = [_label(p, lay) for p, lay in items]
+        results = [run_one(p, args, workload, lay) for p, lay in items]
         summaries = [r[0] for r in results]
+        for note in dict.fromkeys(n for s in summaries for n in s["notes"]):  # a policy's by-design choices
+            print(f"note: {note}", file=sys.stderr)
         prefill_only = int((workload.requests["output_tokens"] == 0).sum())
         if prefill_only:  # BurstGPT's failed rows (0 response tokens), or a trace that asks for none
             print(f"note: {prefill_only} request(s) with 0 output tokens run as prefill-only", file=sys.stderr)
-        for s in summaries:
+        for label, s in zip(labels, summaries):
             if s["saturated"]:
-                print(f"warning: {s['policy']} is saturated (served rate > 5% below the offered rate, or a queue "
+                print(f"warning: {label} is saturated (served rate > 5% below the offered rate, or a queue "
                       "still growing as arrivals end): its latencies grow with the trace's length", file=sys.stderr)
         if args.format == "json":
             print(json.dumps(summaries if args.compare else summaries[0], indent=2))
@@ -144,17 +180,18 @@ def main(argv=None) -> int:
             first = summaries[0]
             print(f"{workload.source}: {len(workload)} requests on {args.gpus} x {first['hardware']}, {first['model']} "
                   f"({first['weights']}); profile: {first['profile']}")
-            _print_table(summaries, sys.stdout)
+            _print_table(summaries, labels, sys.stdout)
         if args.out:
-            for summ, req, steps in results:
-                d = Path(args.out) / summ["policy"] if args.compare else Path(args.out)
+            for label, (summ, req, steps) in zip(labels, results):
+                d = Path(args.out) / label.replace(":", "-").replace(",", "_") if args.compare else Path(args.out)
                 write_run(d, summ, req, steps, args.window_s)
         if args.plot:
             from simulator.results.plots import timeline_figure
 
             path = Path(args.out or ".") / args.plot
             path.parent.mkdir(parents=True, exist_ok=True)
-            timeline_figure([(s["policy"], r, st) for s, r, st in results], args.window_s).savefig(path, dpi=110)
+            runs = [(label, r, st) for label, (_, r, st) in zip(labels, results)]
+            timeline_figure(runs, args.window_s).savefig(path, dpi=110)
             print(f"plot: {path}")
         return 0
     except (TraceError, LayoutError, ValueError, ConservationError, FileNotFoundError) as e:

@@ -11,11 +11,14 @@ import dataclasses
 import functools
 
 from perfmodel.calibration.profile import resolve_profile
+from perfmodel.deploy import layout_name
 from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
+from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.modelspec import load_model
 from simulator.cluster.simulate import SimConfig, SimResult, simulate
 from simulator.engine.config import EngineConfig
+from simulator.policies import LAYOUT_POLICIES
 from simulator.results.metrics import summarize
 from simulator.workload.synthetic import generate, parse_spec
 
@@ -91,8 +94,30 @@ class _Batched:
             self.pending = 0
 
 
+def deployment_name(engines: list) -> str:
+    """The whole deployment from a SimResult's engines: 'dp=4 x tp=2', 'tp=8', Shift's 'base: sp=8 /
+    shift: tp=8', SiDP's 'dp=4 x tp=2 (was / cas)', Flying's every binding ('dp: dp=8 x tp=1 / tp2: ...')."""
+    gpus = sum(len(e["gpus"]) for e in engines)
+    names = {}
+    for mode, text in engines[0]["modes"].items():
+        try:
+            lay = ParallelLayout.parse(text)
+        except LayoutError:  # not a layout: the mode names itself
+            names[mode] = text
+            continue
+        names[mode] = layout_name(dataclasses.replace(lay, dp=max(lay.dp, gpus // lay.gpus_per_instance)))
+    if len(set(names.values())) == 1:  # one deployment; modes that are not its layout are listed after it
+        name, modes = next(iter(names.values())), [m for m, text in engines[0]["modes"].items() if m != text]
+        return f"{name} ({' / '.join(modes)})" if modes else name
+    return " / ".join(f"{m}: {n}" for m, n in names.items())
+
+
 def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
     """Simulate workload `wl` as `rs` says; `progress(n)` hears of every request that ends."""
+    if rs.layout and rs.policy not in LAYOUT_POLICIES:  # it would run its own layout under the one asked for
+        raise LayoutError(f"--policy {rs.policy} chooses its own layout and does not take --layout {rs.layout}; "
+                          f"run it with --policy layout --layout {rs.layout} (shift reads --layout as its base, "
+                          f"sidp its tp)")
     hw, prof = hardware_and_profile(rs.hardware, rs.profile)
     # default: fp8 where the GPU has fp8 tensor cores, else bf16. fp8 asked for on a GPU without them
     # runs as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
@@ -106,11 +131,13 @@ def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
         tick.flush()
     req, steps = res.requests.frame(), res.steps.frame()
     summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
-    summ.update(policy=rs.policy, layout=" / ".join(f"{m}: {lay}" for m, lay in res.engines[0]["modes"].items()),
+    notes = list(dict.fromkeys(e["note"] for e in res.engines if e.get("note")))
+    summ.update(policy=rs.policy, layout=deployment_name(res.engines), notes=notes,
                 engines=len(res.engines), model=spec.name, hardware=hw.name, gpus=rs.gpus, weights=weights,
                 kv_dtype=rs.kv_dtype, profile=getattr(prof, "name", None) or "datasheet",
                 trace=getattr(wl, "source", ""), kv_capacity_tokens=res.kv_capacity_tokens,
-                max_request_tokens=max(e["kv_capacity_tokens"] for e in res.engines))
+                max_request_tokens=max(e["kv_capacity_tokens"] for e in res.engines),
+                max_model_len=res.max_model_len)
     return Run(summ, req, steps, res)
 
 

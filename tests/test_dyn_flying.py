@@ -57,11 +57,13 @@ def test_long_context_served_by_a_group_rejected_by_dp():
     n = 30
     arr = np.sort(np.random.default_rng(0).uniform(0, 20, n))
     inp, outp = np.full(n, 2048), np.full(n, 128)
-    inp[5], outp[5] = 200_000, 100  # one DP unit holds 160,960 tokens; a TP-2 group twice that
+    # on H200 one DP unit holds 160,960 tokens, more than Llama-3.3's max_model_len (131,072), so no
+    # servable request outgrows it there; on 8 x H20 (96 GB) a unit holds 37,360 and a TP-2 group twice that
+    inp[5], outp[5] = 60_000, 100
     wl = make_workload({"arrival_s": arr, "input_tokens": inp, "output_tokens": outp})
-    _, dp, _ = run_summary(wl, "dp", frames=True)
+    _, dp, _ = run_summary(wl, "dp", frames=True, hardware="h20")
     assert dp.loc[5, "status"] == "rejected" and "capacity" in dp.loc[5, "reject_reason"]  # with the reason
-    s, fl, _ = run_summary(wl, "flying", policy_args={"low_load": 1}, frames=True)  # only the long rule
+    s, fl, _ = run_summary(wl, "flying", policy_args={"low_load": 1}, frames=True, hardware="h20")  # long rule only
     assert fl.loc[5, "status"] == "completed" and s["completed"] == n
     assert "tp2" in s["time_in_mode_s"]  # the narrowest group that holds it
 

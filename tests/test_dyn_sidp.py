@@ -12,7 +12,7 @@ from perfmodel.batch import decode_batch
 from perfmodel.cost import step_cost
 from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
-from perfmodel.layout import ParallelLayout
+from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.modelspec import load_model
 from simulator import run as sim_run
 from simulator.run import workload
@@ -50,7 +50,8 @@ def test_default_layout_is_the_static_dp_one_or_the_smallest_sidp_that_fits():
     plans = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})
     assert len(plans) == 4 and all(len(p.gpus) == 2 for p in plans)
     big = load_model("llama-3.1-405b", weights="bf16")
-    assert deployment("dp", big, HW, 8, fw).base.tp == 8
+    with pytest.raises(LayoutError, match="needs tp=8 per replica"):  # one replica: static DP refuses
+        deployment("dp", big, HW, 8, fw)
     assert not memory.plan(big, ParallelLayout(tp=4), HW, fw).fits
     plans = sidp_plans("sidp", None, big, HW, 8, fw, {})
     assert len(plans) == 2 and all(len(p.gpus) == 4 and p.kv_capacity_tokens > 0 for p in plans)

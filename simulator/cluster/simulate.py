@@ -14,6 +14,7 @@ import numpy as np
 import simpy
 
 from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
+from perfmodel.modelspec import resolve_max_model_len
 from perfmodel.steptable import StepTable
 from simulator.engine.config import EngineConfig
 from simulator.engine.loop import Engine
@@ -56,8 +57,9 @@ class SimResult:
 
     requests: object  # RequestRecords
     steps: object  # StepRecords
-    engines: list  # [{"index", "modes", "gpus", "kv_capacity_tokens"}], one per engine
+    engines: list  # [{"index", "modes", "gpus", "kv_capacity_tokens", "note"}], one per engine
     duration_s: float
+    max_model_len: int = 0  # longest request served (prompt + output): the model's or --max-model-len
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -82,6 +84,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     rejected with a reason. `progress(n)` is told of every request that ends; `on_engine(engine)`
     sees each engine once built (e.g. to add step hooks that check invariants)."""
     fw, ec = cfg.framework, cfg.engine
+    max_model_len = resolve_max_model_len(spec, ec.max_model_len)
     plans = POLICIES[cfg.policy](cfg.policy, cfg.layout, spec, hw, cfg.gpus, fw, dict(cfg.policy_args), prof=prof)
     limits = vllm_default_limits(hw)
     budget = ec.max_num_batched_tokens or limits.max_num_batched_tokens
@@ -130,6 +133,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         return False
 
     def issue(pos, at_boundary=True) -> bool:
+        if recs.total_tokens[pos] > max_model_len:  # vLLM's API server: prompt + max_tokens > max_model_len
+            return reject(pos, f"context_length: prompt + output > max_model_len ({max_model_len})")
         e = router.pick(pos)
         if e is None:
             cap = max(x.capacity_tokens for x in engines)
@@ -147,6 +152,6 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     arrivals.start()
     env.run()
     info = [{"index": e.index, "modes": {m: str(lay) for m, lay in p.modes.items()}, "gpus": list(p.gpus),
-             "kv_capacity_tokens": e.capacity_tokens} for e, p in zip(engines, plans)]
+             "kv_capacity_tokens": e.capacity_tokens, "note": p.note} for e, p in zip(engines, plans)]
     duration = float(np.nanmax(recs.finish_s)) if np.isfinite(recs.finish_s).any() else 0.0
-    return SimResult(recs, steps, info, duration)
+    return SimResult(recs, steps, info, duration, max_model_len)

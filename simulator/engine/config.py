@@ -29,6 +29,9 @@ class EngineConfig:
     # the version the framework constants describe.
     reserve_full_prompt: bool = False
     fast_forward: bool = True  # advance decode-only stretches in closed form
+    # longest request (prompt + output) served; longer ones are rejected with reason context_length.
+    # None: the model's (ModelSpec.max_model_len); a value above it is refused, as vLLM does
+    max_model_len: int | None = None
 
     def __post_init__(self):
         if self.schedule_order not in SCHEDULE_ORDERS:
@@ -39,5 +42,7 @@ class EngineConfig:
                 raise ValueError(f"{f}={v} must be >= 1")
         if self.block_size not in BLOCK_SIZES:
             raise ValueError(f"block_size={self.block_size}: vLLM allows {', '.join(map(str, BLOCK_SIZES))}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError(f"max_model_len={self.max_model_len} must be >= 1")
         if self.max_waiting < 0:
             raise ValueError(f"max_waiting={self.max_waiting} must be >= 0")

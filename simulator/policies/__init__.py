@@ -15,5 +15,6 @@ from simulator.policies.static import STATIC, static_plans
 
 POLICIES = {**{p: static_plans for p in STATIC}, "shift": shift_plans, "sidp": sidp_plans,
             "flying": flying_plans, "seesaw": seesaw_plans}
+LAYOUT_POLICIES = {"layout": "runs it", "shift": "reads it as its base", "sidp": "reads its tp"}  # take --layout
 
-__all__ = ["POLICIES", "EnginePlan", "parse_args"]
+__all__ = ["POLICIES", "LAYOUT_POLICIES", "EnginePlan", "parse_args"]

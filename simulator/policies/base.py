@@ -7,12 +7,13 @@ from typing import Callable
 
 @dataclasses.dataclass(frozen=True)
 class EnginePlan:
-    """One engine: its modes (name -> per-instance layout), mode rule and KV capacity."""
+    """One engine: its modes (name -> per-instance layout), mode rule, KV capacity and GPUs."""
 
     modes: dict
     choose: Callable[[int], str]
     kv_capacity_tokens: int
     gpus: tuple
+    note: str = ""  # a substitution the policy made by design (the CLI prints it; summary.json `notes`)
 
 
 def parse_args(policy_args: dict, allowed: dict) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfmodel.deploy import deployment
+from perfmodel.deploy import SHIFT_MIN_KV_FRACTION, deployment
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.memory import shift_plan
@@ -21,6 +21,8 @@ def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy
     thr = a.get("threshold", SHIFT_THRESHOLD_TOKENS)
     dep = deployment("shift", spec, hw, gpus, fw, thr)
     base = dep.base
+    note = ("" if "base" in a or layout else f"shift: base {base} chosen by memory (the smallest TP whose two "
+            f"weight copies leave >= {SHIFT_MIN_KV_FRACTION:.0%} of usable memory for KV); --policy-arg base=... sets it")
     if "base" in a or layout:
         base = ParallelLayout.parse((a.get("base") or layout).replace(";", ",")).validate(spec, gpus)
         if base.tp * base.sp != gpus or base.pp != 1 or base.dp != 1:
@@ -31,4 +33,4 @@ def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy
                           f"take {(dep.plan.weight_bytes_per_gpu + dep.plan.extra_bytes_per_gpu) / 1e9:.1f} GB per GPU")
     modes = {"base": base, "shift": dep.shift}
     return [EnginePlan(modes, lambda t: "base" if t > thr else "shift", dep.plan.kv_capacity_tokens,
-                       tuple(range(gpus)))]
+                       tuple(range(gpus)), note)]

@@ -11,12 +11,15 @@ STATIC = ("dp", "tp", "pp", "sp", "ep", "layout")
 
 
 def static_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
-    """dp/tp/pp/sp/ep over all GPUs, or an explicit --layout (DP fills the remaining GPUs)."""
+    """dp/tp/pp/sp/ep over all GPUs, or `--policy layout --layout L` (DP fills the remaining GPUs);
+    another static policy given a layout stops (it would run one thing under another's name)."""
     parse_args(policy_args, {})
-    name = layout if layout else policy
     if policy == "layout" and not layout:
         raise LayoutError("--policy layout needs --layout, e.g. --layout tp=2,pp=4")
-    dep = deployment(name, spec, hw, gpus, fw)
+    if policy != "layout" and layout:  # a policy runs the layout it names, or the run stops
+        raise LayoutError(f"--policy {policy} with --layout {layout}: {policy} chooses its own layout; "
+                          f"run the layout with --policy layout --layout {layout}")
+    dep = deployment(layout if policy == "layout" else policy, spec, hw, gpus, fw)
     if not dep.plan.fits:
         raise LayoutError(f"{spec.name} does not fit {dep.describe()} on {hw.name}: "
                           f"{dep.plan.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU vs "

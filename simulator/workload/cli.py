@@ -35,7 +35,7 @@ def add_trace_args(parser: argparse.ArgumentParser, *, default_trace: str | None
     g.add_argument("--rate-scale", type=float, metavar="K",
                    help="multiply the arrival rate by K (inter-arrivals divided by K)")
     g.add_argument("--max-context-clip", metavar="TOKENS|MODEL",
-                   help="clip input+output to a context length or a model's max_position_embeddings")
+                   help="clip input+output to a context length or a model's max_model_len (as vLLM derives it)")
     if seed:
         g.add_argument("--seed", type=int, default=0, help="seed for synthetic traces and --sample")
     return parser
@@ -70,13 +70,9 @@ def _context_tokens(value: str) -> int:
     from perfmodel.modelspec import load_model  # local: only this flag needs the perf model
 
     try:
-        ctx = load_model(value).max_position_embeddings
+        return load_model(value).max_model_len
     except ValueError as e:
         raise TraceError(value, str(e), field="--max-context-clip") from None
-    if ctx <= 0:
-        raise TraceError(value, "model config has no max_position_embeddings",
-                         field="--max-context-clip")
-    return ctx
 
 
 def format_summary(w: Workload) -> str:

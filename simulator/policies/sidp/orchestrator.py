@@ -118,4 +118,4 @@ class SiDPMode:
         return SiDPStep(self.mode, self.rank, self.orch, table_fn(ParallelLayout(tp=self.cfg.tp)), self.cfg)
 
     def __str__(self) -> str:
-        return f"sidp {self.mode} (dp={self.cfg.dp}, tp={self.cfg.tp})"
+        return f"dp={self.cfg.dp},tp={self.cfg.tp}"  # the deployment; the mode is its name in the plan

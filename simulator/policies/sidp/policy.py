@@ -83,12 +83,16 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     mode = a.get("mode", "auto")
     if mode not in MODES:
         raise ValueError(f"policy argument mode={mode!r}: one of {', '.join(MODES)}")
+    note = ""
     if "tp" in a:
         tp = a["tp"]
     elif layout and "tp=" in layout:
         tp = int(layout.partition("tp=")[2].split(",")[0])
+        note = f"sidp: --layout {layout} read for its tp only (tp={tp} per replica)"
     else:
         tp = _default_tp(spec, hw, gpus, fw, a.get("slots", 2))
+        note = (f"sidp: default tp={tp} per replica (the static DP deployment's, or the smallest SiDP fit with 2+ "
+                "replicas); --policy-arg tp=... sets it")
     rule = a.get("b_star_rule", "crossover")
     if rule not in B_STAR_RULES:
         raise ValueError(f"policy argument b_star_rule={rule!r}: one of {', '.join(B_STAR_RULES)}")
@@ -108,6 +112,6 @@ def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_
     orch = Orchestrator(dp, b_star, a.get("hysteresis", SIDP_HYSTERESIS_DECISIONS), None if mode == "auto" else mode)
     names = ("was", "cas") if mode == "auto" else (mode,)
     return [SiDPPlan({m: SiDPMode(m, r, orch, cfg) for m in names}, lambda t, r=r: orch.decide(r, t),
-                     plan.kv_capacity_tokens, tuple(range(r * tp, (r + 1) * tp)),
+                     plan.kv_capacity_tokens, tuple(range(r * tp, (r + 1) * tp)), note,
                      attach=lambda e, r=r: orch.attach(r, e))
             for r in range(dp)]
