@@ -6,7 +6,7 @@ import json
 import sys
 
 from .calibration.profile import resolve_profile
-from .framework import DEFAULT_FRAMEWORK
+from .framework import DEFAULT_FRAMEWORK, with_knobs
 from .hardware import hardware_names, load_hardware
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
@@ -16,14 +16,13 @@ ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_
                  "kv_capacity_tokens")
 
 
-def _explain(spec, hw, prof, args, out) -> None:
+def _explain(spec, hw, prof, fw, args, out) -> None:
     """Per-term breakdown of the first prefill step and a mid-generation decode step."""
     from .batch import decode_batch, prefill_batch
     from .cost import step_cost
     from .deploy import deployment, instance_layout
     from .framework import vllm_default_limits
 
-    fw = DEFAULT_FRAMEWORK
     src = getattr(prof, "describe", None)
     print(f"\nprofile: {getattr(prof, 'name', None) or 'none (datasheet roofline: ' + hw.name + ')'}", file=out)
     for strategy in split_strategies(args.strategies):
@@ -45,11 +44,15 @@ def estimate_main(args, out=None) -> int:
     from .estimate import estimate
 
     out = out or sys.stdout
-    spec = load_model(args.model, weights=args.weights, kv=args.kv_dtype)
+    fw = with_knobs(DEFAULT_FRAMEWORK, args.gpu_memory_utilization, args.step_overhead_ms)
     hw = load_hardware(args.hardware)
+    weights = args.weights or ("fp8" if hw.has_fp8 else "bf16")  # as simulate: fp8 where the GPU has fp8
+    spec = load_model(args.model, weights=weights, kv=args.kv_dtype)
     prof = resolve_profile(hw, args.profile)
-    rows = [estimate(s, spec, hw, args.gpus, args.input, args.output, prof=prof,
-                     threshold_tokens=args.threshold, max_model_len=args.max_model_len)
+    setup = {"weights": weights, "gpu_memory_utilization": fw.gpu_memory_utilization,
+             "step_overhead_ms": round(1e3 * fw.step_overhead_s, 9)}  # what every row was computed with
+    rows = [{**estimate(s, spec, hw, args.gpus, args.input, args.output, prof=prof, fw=fw,
+                        threshold_tokens=args.threshold, max_model_len=args.max_model_len), **setup}
             for s in split_strategies(args.strategies)]
     if args.format == "json":
         json.dump(rows, out, indent=2)
@@ -59,9 +62,10 @@ def estimate_main(args, out=None) -> int:
 
         pd.DataFrame(rows).to_csv(out, index=False)
     else:
-        print(f"{spec.name} ({args.weights} weights, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
-              f"{args.input} in / {args.output} out; profile: "
-              f"{getattr(prof, 'name', None) or 'datasheet'}", file=out)
+        print(f"{spec.name} ({weights} weights, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
+              f"{args.input} in / {args.output} out; profile: {getattr(prof, 'name', None) or 'datasheet'}; "
+              f"gpu_memory_utilization {setup['gpu_memory_utilization']:g}, step overhead "
+              f"{setup['step_overhead_ms']:g} ms", file=out)
         print(f"{'strategy':10s} {'layout':24s} {'TTFT ms':>9s} {'TPOT ms':>9s} {'tok/s (sat.)':>13s} "
               f"{'max context':>12s} {'KV tokens':>12s}", file=out)
         for r in rows:
@@ -69,7 +73,7 @@ def estimate_main(args, out=None) -> int:
                   f"{r['throughput_tokens_per_s']:13,.0f} {r['max_context_tokens']:12,d} "
                   f"{r['kv_capacity_tokens']:12,d}", file=out)
         if args.explain:
-            _explain(spec, hw, prof, args, out)
+            _explain(spec, hw, prof, fw, args, out)
     return 0
 
 
@@ -80,12 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
     e.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())}) or TOML path")
     e.add_argument("--gpus", type=int, default=8)
-    e.add_argument("--weights", default="fp8", choices=("bf16", "fp8"))
+    e.add_argument("--weights", choices=("bf16", "fp8"), help="default: fp8 where the hardware has fp8, else bf16")
     e.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"))
     e.add_argument("--input", type=int, default=4096, help="input tokens per request")
     e.add_argument("--output", type=int, default=250, help="output tokens per request")
     e.add_argument("--max-model-len", type=int, help="longest request (default: the model's, as vLLM derives it; "
                    "more is refused, as vLLM does)")
+    e.add_argument("--gpu-memory-utilization", type=float, help="fraction of each GPU's memory the engine may "
+                   f"use, as vLLM's flag; default {DEFAULT_FRAMEWORK.gpu_memory_utilization}")
+    e.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits "
+                   f"on; default {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} (perfmodel/framework.py)")
     e.add_argument("--strategies", default="dp,tp,sp,shift", help="comma list of dp,tp,pp,sp,shift,ep; layouts like tp=2,pp=4 are separated by ';'")
     e.add_argument("--threshold", type=int, default=SHIFT_THRESHOLD_TOKENS,
                    help="Shift's token threshold (perfmodel/knobs.py says why this default)")

@@ -45,6 +45,32 @@ class Framework:
 DEFAULT_FRAMEWORK = Framework()
 
 
+def with_knobs(fw: Framework = DEFAULT_FRAMEWORK, gpu_memory_utilization: float | None = None,
+               step_overhead_ms: float | None = None) -> Framework:
+    """`fw` with the knobs users set (--gpu-memory-utilization, --step-overhead-ms); None keeps fw's."""
+    check_knobs(gpu_memory_utilization, step_overhead_ms)
+    changes = {}
+    if gpu_memory_utilization is not None:
+        changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
+    if step_overhead_ms is not None:
+        changes["step_overhead_s"] = float(step_overhead_ms) / 1e3
+    return dataclasses.replace(fw, **changes) if changes else fw
+
+
+def check_knobs(gpu_memory_utilization: float | None = None, step_overhead_ms: float | None = None) -> None:
+    """One line naming the knob and its bound: 0 < gpu_memory_utilization <= 1, 0 <= step_overhead_ms < inf."""
+    for name, v in (("gpu_memory_utilization", gpu_memory_utilization), ("step_overhead_ms", step_overhead_ms)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ValueError(f"{name}={v!r} must be a number")
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:  # NaN fails too
+        raise ValueError(f"gpu_memory_utilization={gpu_memory_utilization} must be in (0, 1] "
+                         f"(the fraction of each GPU's memory vLLM may use; default "
+                         f"{DEFAULT_FRAMEWORK.gpu_memory_utilization})")
+    if step_overhead_ms is not None and not 0 <= step_overhead_ms < float("inf"):
+        raise ValueError(f"step_overhead_ms={step_overhead_ms} must be a finite number >= 0 "
+                         f"(default {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} ms)")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class SchedulerLimits:
     """vLLM v1 continuous-batching limits: token budget per step and running sequences."""

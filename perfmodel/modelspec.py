@@ -1,13 +1,17 @@
 """ModelSpec: the shapes of a decoder-only LLM, read from a Hugging Face config.json.
 
-Only shapes live here (no weights). Parameter counts, FLOPs and bytes per token are
-derived from them, so every number the perf model uses can be traced to a config file.
+Only shapes live here (no weights); reading a config, family by family, is hfconfig.py. Parameter
+counts, FLOPs and bytes per token are derived from them, so every number the perf model uses can be
+traced to a config file.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 from pathlib import Path
+
+from .hfconfig import (MLA_KEYS, check_modelled, config_name, derived_max_model_len,  # noqa: F401 (re-export)
+                       mla_attn_params_per_layer, spec_fields, text_config)
 
 MODELS_DIR = Path(__file__).parent / "models"
 
@@ -55,7 +59,7 @@ class ModelSpec:
     num_experts: int = 0  # routed experts per MoE layer (0: dense)
     experts_per_token: int = 0
     num_moe_layers: int = 0
-    shared_expert_size: int = 0  # FFN width of an always-on shared expert (Llama-4)
+    shared_expert_size: int = 0  # FFN width of the always-on shared expert(s) (Llama-4, Qwen2-MoE, DeepSeek)
     dense_intermediate_size: int = 0  # FFN width of the dense (non-MoE) layers of an MoE model
     qkv_bias: bool = False
     tie_embeddings: bool = False
@@ -193,31 +197,6 @@ class ModelSpec:
         return per_layer_tok * (full * context_len + self.num_sliding_layers * win)
 
 
-# Config keys vLLM reads a model's length from; the smallest one present wins (vllm/config.py,
-# _get_and_verify_max_len, vLLM 0.9: "OPT, GPT-2, MPT, ChatGLM2, Command-R, Whisper, others").
-MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
-DEFAULT_MAX_MODEL_LEN = 2048  # vLLM's assumption (with a warning) when a config has none of the keys
-
-
-def derived_max_model_len(cfg: dict) -> int:
-    """The max_model_len vLLM derives from a (text) config, as in vllm/config.py
-    _get_and_verify_max_len (vLLM 0.9): the smallest of MAX_LEN_KEYS (`model_max_length` wins when
-    present), else 2048; then RoPE scaling: types "llama3", "longrope" and "su" keep it (the config's
-    max_position_embeddings is already the extended length: Llama-3.1's 131072 with factor 8 over
-    8192), "yarn" gives original_max_position_embeddings x factor, any other type (linear, dynamic)
-    gives the length x factor ("default" has no factor: x 1); Gemma-3 configs are already scaled."""
-    lens = [int(cfg[k]) for k in MAX_LEN_KEYS if cfg.get(k) is not None]
-    n = int(cfg["model_max_length"]) if cfg.get("model_max_length") else min(lens, default=DEFAULT_MAX_MODEL_LEN)
-    rope = cfg.get("rope_scaling") or {}
-    kind = rope.get("rope_type") or rope.get("type") or "default"  # "type": the key before transformers 4.45
-    if rope and kind not in ("su", "longrope", "llama3") and "gemma3" not in cfg.get("model_type", ""):
-        if kind == "yarn":
-            n = int(rope["original_max_position_embeddings"])
-        n = int(n * float(rope.get("factor", 1.0)))
-    return n
-
-
 def resolve_max_model_len(spec: ModelSpec, requested: int | None) -> int:
     """The max_model_len a run uses: the model's, or `requested` (--max-model-len) as vLLM takes it:
     at most the derived length (vLLM refuses more unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set, which
@@ -234,58 +213,22 @@ def resolve_max_model_len(spec: ModelSpec, requested: int | None) -> int:
 
 
 def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
-    """Build a ModelSpec from a parsed Hugging Face config.json (Llama, Qwen2/3, Qwen3-MoE,
-    Mixtral, Llama-4 text, GPT-OSS families)."""
-    mt = cfg.get("model_type", "")
-    if "text_config" in cfg:  # Llama-4 and other multimodal wrappers: the LM is text_config
-        outer_tie = cfg.get("tie_word_embeddings")
-        cfg = {**cfg["text_config"]}
-        if outer_tie is not None:
-            cfg.setdefault("tie_word_embeddings", outer_tie)
-        mt = cfg.get("model_type", mt)
-    name = name or cfg.get("_name_or_path", mt or "model")
-    try:
-        d = int(cfg["hidden_size"])
-        layers = int(cfg["num_hidden_layers"])
-        nh = int(cfg["num_attention_heads"])
-    except KeyError as e:
-        raise ValueError(f"config {name}: missing field {e.args[0]!r}") from None
-    nkv = int(cfg.get("num_key_value_heads") or nh)
-    hd = int(cfg.get("head_dim") or d // nh)
-    n_exp = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
-    topk = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0) if n_exp else 0
-    ffn = int(cfg.get("intermediate_size", 0))
-    moe_layers, shared, dense_ffn = 0, 0, 0
-    if n_exp:
-        if mt == "qwen3_moe" or mt == "qwen2_moe":
-            step = int(cfg.get("decoder_sparse_step", 1) or 1)
-            skip = set(cfg.get("mlp_only_layers") or [])
-            moe_layers = sum(1 for i in range(layers) if i not in skip and (i + 1) % step == 0)
-            dense_ffn, ffn = ffn, int(cfg.get("moe_intermediate_size", ffn))
-            shared = int(cfg.get("shared_expert_intermediate_size", 0))
-        elif mt.startswith("llama4"):
-            step = int(cfg.get("interleave_moe_layer_step", 1) or 1)
-            moe_layers = sum(1 for i in range(layers) if (i + 1) % step == 0)
-            shared = ffn  # Llama-4: one shared expert of the expert width
-            dense_ffn = int(cfg.get("intermediate_size_mlp", ffn))
-        else:  # Mixtral, GPT-OSS: every layer is MoE
-            moe_layers = layers
-    layer_types = cfg.get("layer_types") or []
-    n_sliding = sum(1 for t in layer_types if t == "sliding_attention")
-    window = int(cfg.get("sliding_window") or 0) if n_sliding else 0
-    if mt == "mixtral" and cfg.get("sliding_window"):
-        window, n_sliding = int(cfg["sliding_window"]), layers
-    bias = bool(cfg.get("attention_bias", mt == "qwen2"))
-    return ModelSpec(
-        name=name, num_layers=layers, hidden_size=d, num_heads=nh, num_kv_heads=nkv, head_dim=hd,
-        intermediate_size=ffn, vocab_size=int(cfg["vocab_size"]),
-        max_position_embeddings=int(cfg.get("max_position_embeddings", 0) or 0),
-        max_model_len=derived_max_model_len(cfg),
-        num_experts=n_exp, experts_per_token=topk, num_moe_layers=moe_layers,
-        shared_expert_size=shared, dense_intermediate_size=dense_ffn, qkv_bias=bias,
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        sliding_window=window, num_sliding_layers=n_sliding if window else 0,
-        weight_dtype=weights, kv_dtype=kv)
+    """Build a ModelSpec from a parsed Hugging Face config.json (families: see hfconfig); ValueError
+    naming the field when the config has structure the cost model does not cover (MLA)."""
+    name = config_name(text_config(cfg), name)
+    check_modelled(text_config(cfg), name)  # first, so the MLA field is what a DeepSeek config is refused for
+    return ModelSpec(**spec_fields(cfg, name), weight_dtype=weights, kv_dtype=kv)
+
+
+def param_count(cfg: dict) -> tuple[int, int]:
+    """(total, active) parameters of a config.json, as ModelSpec.num_params / num_active_params count
+    them, also for configs from_config refuses (MLA attention counted with its own shapes). A function
+    rather than a load flag: it gives counts only, so no ModelSpec with GQA costs for MLA can escape."""
+    spec = ModelSpec(**spec_fields(cfg))
+    extra = 0
+    if any(text_config(cfg).get(k) for k in MLA_KEYS):
+        extra = spec.num_layers * (mla_attn_params_per_layer(cfg) - spec.attn_params_per_layer)
+    return spec.num_params + extra, spec.num_active_params + extra
 
 
 def preset_names() -> list[str]:

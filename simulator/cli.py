@@ -2,6 +2,7 @@
 
     simulate --trace burstgpt.csv --policy shift [--layout tp=2,pp=4] [--model M] [--hardware H]
              [--gpus N] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
+             [--max-model-len L] [--gpu-memory-utilization U] [--step-overhead-ms MS]
              [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR] [--seed S] [--rate-scale k]
              [--time-window a:b] [--plot] [--compare tp,dp,layout:tp=2,pp=4] [--describe]
 """
@@ -12,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import hardware_names
 from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError
@@ -68,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-len", type=int, help="longest request (prompt + output) served; longer ones "
                    "are rejected (reason context_length). Default: the model's (max_position_embeddings with RoPE "
                    "scaling, as vLLM derives it); more than that is refused, as vLLM does")
+    p.add_argument("--gpu-memory-utilization", type=float, help="fraction of each GPU's memory the engine may use "
+                   f"(weights, activations, KV), as vLLM's flag; default {DEFAULT_FRAMEWORK.gpu_memory_utilization}")
+    p.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits on "
+                   f"(scheduling, sampling); default {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} "
+                   "(perfmodel/framework.py)")
     p.add_argument("--slo-ttft-ms", type=float)
     p.add_argument("--slo-tpot-ms", type=float)
     p.add_argument("--window-s", type=float, default=10.0, help="time-series window")
@@ -116,7 +123,8 @@ def run_spec(policy: str, args, layout: str | None = None) -> RunSpec:
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
                    kv_dtype=args.kv_dtype, profile=args.profile, layout=layout or args.layout,
                    policy_args=_policy_args(args.policy_arg), engine=eng, router=args.router,
-                   max_concurrency=args.max_concurrency, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
+                   max_concurrency=args.max_concurrency, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
+                   gpu_memory_utilization=args.gpu_memory_utilization, step_overhead_ms=args.step_overhead_ms)
 
 
 def run_one(policy: str, args, workload, layout: str | None = None) -> tuple[dict, object, object]:

@@ -12,7 +12,7 @@ import functools
 
 from perfmodel.calibration.profile import resolve_profile
 from perfmodel.deploy import layout_name
-from perfmodel.framework import DEFAULT_FRAMEWORK
+from perfmodel.framework import DEFAULT_FRAMEWORK, check_knobs, with_knobs
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.modelspec import load_model
@@ -41,8 +41,11 @@ class RunSpec:
     max_concurrency: int = 0
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
+    gpu_memory_utilization: float | None = None  # None: the framework's (vLLM's 0.9)
+    step_overhead_ms: float | None = None  # None: the framework's (1 ms, perfmodel/framework.py says why)
 
     def __post_init__(self):
+        check_knobs(self.gpu_memory_utilization, self.step_overhead_ms)
         if isinstance(self.policy_args, dict):
             object.__setattr__(self, "policy_args", tuple((k, str(v)) for k, v in self.policy_args.items()))
 
@@ -113,7 +116,8 @@ def deployment_name(engines: list) -> str:
 
 
 def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
-    """Simulate workload `wl` as `rs` says; `progress(n)` hears of every request that ends."""
+    """Simulate workload `wl` as `rs` says; `progress(n)` hears of every request that ends. `framework`:
+    the defaults that rs.gpu_memory_utilization and rs.step_overhead_ms (when set) replace."""
     if rs.layout and rs.policy not in LAYOUT_POLICIES:  # it would run its own layout under the one asked for
         raise LayoutError(f"--policy {rs.policy} chooses its own layout and does not take --layout {rs.layout}; "
                           f"run it with --policy layout --layout {rs.layout} (shift reads --layout as its base, "
@@ -123,6 +127,7 @@ def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
     # runs as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or ("fp8" if hw.has_fp8 else "bf16")
     spec = model_spec(rs.model, weights, rs.kv_dtype)
+    framework = with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms)
     cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
                     router=rs.router, max_concurrency=rs.max_concurrency, framework=framework)
     tick = _Batched(progress) if progress is not None else None
@@ -137,7 +142,8 @@ def run(wl, rs: RunSpec, progress=None, framework=DEFAULT_FRAMEWORK) -> Run:
                 kv_dtype=rs.kv_dtype, profile=getattr(prof, "name", None) or "datasheet",
                 trace=getattr(wl, "source", ""), kv_capacity_tokens=res.kv_capacity_tokens,
                 max_request_tokens=max(e["kv_capacity_tokens"] for e in res.engines),
-                max_model_len=res.max_model_len)
+                max_model_len=res.max_model_len, gpu_memory_utilization=framework.gpu_memory_utilization,
+                step_overhead_ms=round(1e3 * framework.step_overhead_s, 9))  # as given: 0.3, not 0.30000000000000004
     return Run(summ, req, steps, res)
 
 

@@ -32,7 +32,9 @@ def run_task(task: dict) -> dict:
                      weights=task["weights"], kv_dtype=task["kv_dtype"], profile=opts.get("profile"),
                      layout=task["layout"] or None, policy_args=json.loads(task["policy_args"]),
                      engine=EngineConfig(**opts.get("engine", {})), max_concurrency=task["max_concurrency"],
-                     slo_ttft_ms=opts.get("slo_ttft_ms"), slo_tpot_ms=opts.get("slo_tpot_ms"))
+                     slo_ttft_ms=opts.get("slo_ttft_ms"), slo_tpot_ms=opts.get("slo_tpot_ms"),
+                     gpu_memory_utilization=opts.get("gpu_memory_utilization"),
+                     step_overhead_ms=opts.get("step_overhead_ms"))
         summ = dict(run(wl, rs).summary)
         summ["modes"] = summ.pop("layout")  # the coordinates keep their own `layout` and `model`
         summ["model_name"] = summ.pop("model")

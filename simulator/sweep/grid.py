@@ -5,9 +5,12 @@
 
 GRID.toml: a [grid] table (or several [[grid]] tables, concatenated) whose keys are axes; a
 scalar is a one-value axis. Axes: policies, layouts, traces, rate_scales, models, hardware, gpus,
-weights, kv_dtypes, max_concurrency. [grid.policy_args] maps a policy to a list of argument
-tables (one run each; default one run with none). [options]: profile ("none" = datasheet,
-default the hardware's profile), slo_ttft_ms, slo_tpot_ms, seed, engine (EngineConfig fields).
+weights (default, as simulate: fp8 where the hardware has fp8, else bf16), kv_dtypes,
+max_concurrency. [grid.policy_args] maps a policy to a list of argument tables (one run each;
+default one run with none). [options]: profile ("none" = datasheet, default the hardware's
+profile), slo_ttft_ms, slo_tpot_ms, seed, engine (EngineConfig fields), and the knobs `simulate`
+takes as flags: max_model_len, gpu_memory_utilization, step_overhead_ms (default: the model's
+limit, 0.9, 1 ms; `engine = {max_model_len = N}` says the same as max_model_len = N).
 
     [grid]
     policies = ["tp", "dp", "shift"]
@@ -36,6 +39,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfmodel.framework import check_knobs
+from perfmodel.hardware import load_hardware
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -47,8 +53,9 @@ AXES = {  # grid key -> coordinate name
     "kv_dtypes": "kv_dtype", "max_concurrency": "max_concurrency",
 }
 DEFAULTS = {"layout": "", "rate_scale": 1.0, "model": "llama-3.3-70b", "hardware": "h200", "gpus": 8,
-            "weights": "fp8", "kv_dtype": "bf16", "max_concurrency": 0}
-OPTIONS = ("profile", "slo_ttft_ms", "slo_tpot_ms", "seed", "engine")
+            "weights": None, "kv_dtype": "bf16", "max_concurrency": 0}  # weights None: as simulate, by hardware
+OPTIONS = ("profile", "slo_ttft_ms", "slo_tpot_ms", "seed", "engine", "max_model_len", "gpu_memory_utilization",
+           "step_overhead_ms")
 COORDS = ("policy", "policy_args", "layout", "trace", "rate_scale", "model", "hardware", "gpus",
           "weights", "kv_dtype", "max_concurrency")
 
@@ -67,6 +74,7 @@ def expand_grid(grid: dict) -> list[dict]:
     bad = set(options) - set(OPTIONS)
     if bad:
         raise GridError(f"[options]: unknown key(s) {', '.join(sorted(bad))}; allowed {', '.join(OPTIONS)}")
+    options = _knob_options(options)
     tables = grid.get("grid")
     if tables is None:
         raise GridError("no [grid] table (axes: " + ", ".join(AXES) + ")")
@@ -87,6 +95,7 @@ def expand_grid(grid: dict) -> list[dict]:
             for args in _as_list(pargs.get(coords["policy"], [{}])):
                 task = {"policy_args": json.dumps(dict(sorted(args.items()))), **coords}
                 task["layout"] = task["layout"] or ""
+                task["weights"] = task["weights"] or default_weights(task["hardware"])
                 task["rate_scale"] = float(task["rate_scale"])
                 task["gpus"], task["max_concurrency"] = int(task["gpus"]), int(task["max_concurrency"])
                 task = {k: task[k] for k in COORDS}
@@ -96,6 +105,31 @@ def expand_grid(grid: dict) -> list[dict]:
                 seen.add(rid)
                 tasks.append({**task, "run_id": rid, "run_index": len(tasks), "options": options})
     return tasks
+
+
+def default_weights(hardware: str) -> str:
+    """simulate's default: fp8 where the hardware has fp8 tensor cores, else bf16 (an unknown hardware
+    keeps fp8 here and fails as a run, with its error in the row)."""
+    try:
+        return "fp8" if load_hardware(hardware).has_fp8 else "bf16"
+    except (ValueError, FileNotFoundError):
+        return "fp8"
+
+
+def _knob_options(options: dict) -> dict:
+    """[options] with max_model_len moved into engine (one spelling, one run_id) and the knobs checked."""
+    options = dict(options)
+    try:
+        check_knobs(options.get("gpu_memory_utilization"), options.get("step_overhead_ms"))
+    except ValueError as e:
+        raise GridError(f"[options]: {e}") from None
+    if "max_model_len" in options:
+        n, engine = options.pop("max_model_len"), dict(options.get("engine", {}))
+        if engine.get("max_model_len", n) != n:
+            raise GridError(f"[options]: max_model_len = {n} and engine.max_model_len = {engine['max_model_len']}: "
+                            "give one")
+        options["engine"] = {**engine, "max_model_len": n}
+    return options
 
 
 def run_id(coords: dict, options: dict) -> str:

@@ -55,7 +55,13 @@ def flying_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
     hard), switch_ms (15), restart (live | cold), cold_restart_s (146), priority_tp (0: priority
     < 0 runs TP), priority_width (units; half the node), low_load (in-flight requests; the number of units)."""
     cfg = FlyingConfig(**parse_args(policy_args, ARGS))
-    dep = deployment("dp", spec, hw, gpus, fw)
+    try:
+        dep = deployment("dp", spec, hw, gpus, fw)
+    except LayoutError as e:  # dp refuses one replica: the unit's tp, a power of two, is above gpus / 2
+        if not str(e).startswith("dp:"):  # does not fit at all, too many GPUs: deployment's own words
+            raise
+        raise LayoutError(f"flying: {spec.name} needs tp={1 << (gpus.bit_length() - 1)} per unit on {hw.name}, so "
+                          f"{gpus} GPUs hold one unit: nothing to bind; use --policy tp") from None
     unit = instance_layout(dep.base)
     n = dep.instances
     widths = []

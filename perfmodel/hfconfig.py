@@ -1,0 +1,173 @@
+"""Reading a Hugging Face config.json into ModelSpec fields, family by family.
+
+Each family spells the same structure with different keys (experts: `num_local_experts`,
+`num_experts`, `n_routed_experts`; sliding layers: `layer_types`, `sliding_window_pattern`,
+or none at all). What a ModelSpec cannot cost correctly is refused with the field's name,
+never read as something else (issue 15: DeepSeek-V3 was read as a 38.6B dense model).
+"""
+from __future__ import annotations
+
+# Config keys vLLM reads a model's length from; the smallest one present wins (vllm/config.py,
+# _get_and_verify_max_len, vLLM 0.9: "OPT, GPT-2, MPT, ChatGLM2, Command-R, Whisper, others").
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+DEFAULT_MAX_MODEL_LEN = 2048  # vLLM's assumption (with a warning) when a config has none of the keys
+
+# Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): K/V are one low-rank latent per token, so
+# GQA's kv_size and q/k/v/o shapes are wrong for it. Costed with issue 18; refused until then.
+MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+# MoE families whose every decoder layer is MoE with no shared expert (HF modeling_*.py).
+ALL_MOE_FAMILIES = ("mixtral", "gpt_oss", "phimoe", "olmoe")
+
+
+def text_config(cfg: dict) -> dict:
+    """The language model's config: `text_config` of multimodal wrappers (Llama-4, Gemma-3)."""
+    if "text_config" not in cfg:
+        return cfg
+    text = {**cfg["text_config"]}
+    if cfg.get("tie_word_embeddings") is not None:
+        text.setdefault("tie_word_embeddings", cfg["tie_word_embeddings"])
+    text.setdefault("model_type", cfg.get("model_type", ""))
+    return text
+
+
+def config_name(text: dict, name: str = "") -> str:
+    """The name errors and specs use: the caller's, else the config's own."""
+    return name or text.get("_name_or_path") or text.get("model_type") or "model"
+
+
+def derived_max_model_len(cfg: dict) -> int:
+    """The max_model_len vLLM derives from a (text) config, as in vllm/config.py
+    _get_and_verify_max_len (vLLM 0.9): the smallest of MAX_LEN_KEYS (`model_max_length` wins when
+    present), else 2048; then RoPE scaling: types "llama3", "longrope" and "su" keep it (the config's
+    max_position_embeddings is already the extended length: Llama-3.1's 131072 with factor 8 over
+    8192), "yarn" gives original_max_position_embeddings x factor, any other type (linear, dynamic)
+    gives the length x factor ("default" has no factor: x 1); Gemma-3 configs are already scaled."""
+    lens = [int(cfg[k]) for k in MAX_LEN_KEYS if cfg.get(k) is not None]
+    n = int(cfg["model_max_length"]) if cfg.get("model_max_length") else min(lens, default=DEFAULT_MAX_MODEL_LEN)
+    rope = cfg.get("rope_scaling") or {}
+    kind = rope.get("rope_type") or rope.get("type") or "default"  # "type": the key before transformers 4.45
+    if rope and kind not in ("su", "longrope", "llama3") and "gemma3" not in cfg.get("model_type", ""):
+        if kind == "yarn":
+            n = int(rope["original_max_position_embeddings"])
+        n = int(n * float(rope.get("factor", 1.0)))
+    return n
+
+
+def check_modelled(cfg: dict, name: str) -> None:
+    """Raise ValueError naming the first field whose structure the cost model does not cover yet."""
+    for k in MLA_KEYS:
+        if cfg.get(k):
+            raise ValueError(f"{name}: MLA attention ({k}={cfg[k]}) is not modelled yet (issue 18); its KV "
+                             f"cache is one latent per token, not K/V heads, so costs would be wrong "
+                             f"(modelspec.param_count still counts its parameters)")
+
+
+def moe_fields(cfg: dict, mt: str, layers: int, name: str) -> dict:
+    """Expert count, top-k, MoE layer count and FFN widths (routed, shared, dense) of an MoE config;
+    {} for a dense one. Layer rules as in each family's HF modeling file."""
+    n_exp = int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    if not n_exp:
+        return {}
+    topk = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
+    ffn = int(cfg.get("intermediate_size") or 0)
+    if cfg.get("n_routed_experts"):
+        # DeepSeek-MoE/V2/V3, Kimi-K2: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq
+        # == 0; HF runs the n_shared_experts as one MLP of width n_shared x moe_intermediate_size
+        first = int(cfg.get("first_k_dense_replace") or 0)
+        freq = int(cfg.get("moe_layer_freq") or 1)
+        moe_ffn = int(cfg["moe_intermediate_size"])
+        n_moe = sum(1 for i in range(layers) if i >= first and i % freq == 0)
+        shared, dense = int(cfg.get("n_shared_experts") or 0) * moe_ffn, ffn
+    elif mt in ("qwen2_moe", "qwen3_moe"):
+        # MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers; Qwen2-MoE's shared expert
+        # has its own width (its 1-wide sigmoid gate is not counted)
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        skip = set(cfg.get("mlp_only_layers") or [])
+        n_moe = sum(1 for i in range(layers) if i not in skip and (i + 1) % step == 0)
+        moe_ffn = int(cfg.get("moe_intermediate_size") or ffn)
+        shared, dense = int(cfg.get("shared_expert_intermediate_size") or 0), ffn
+    elif mt.startswith("llama4"):
+        # MoE layers: `moe_layers`, else every interleave_moe_layer_step-th (Scout 1, Maverick 2); routed and
+        # shared experts are intermediate_size wide, dense layers intermediate_size_mlp. Not read: the
+        # chunked attention of attention_chunk_size (3 of 4 layers), costed as full attention
+        step = int(cfg.get("interleave_moe_layer_step") or 1)
+        n_moe = len(cfg["moe_layers"]) if cfg.get("moe_layers") is not None else len(range(step - 1, layers, step))
+        moe_ffn, shared, dense = ffn, ffn, int(cfg.get("intermediate_size_mlp") or ffn)
+    elif mt in ALL_MOE_FAMILIES:
+        n_moe, moe_ffn, shared, dense = layers, ffn, 0, 0
+    else:
+        raise ValueError(f"{name}: MoE config of model_type {mt!r} (num_experts={n_exp}) is not a family whose "
+                         f"MoE layers we know how to read ({', '.join(ALL_MOE_FAMILIES)}, qwen2_moe, qwen3_moe, "
+                         f"deepseek, llama4)")
+    if not topk:
+        raise ValueError(f"{name}: MoE config with {n_exp} experts has no num_experts_per_tok")
+    return dict(num_experts=n_exp, experts_per_token=topk, num_moe_layers=n_moe, intermediate_size=moe_ffn,
+                shared_expert_size=shared, dense_intermediate_size=dense)
+
+
+def sliding_fields(cfg: dict, mt: str, layers: int, name: str) -> tuple[int, int]:
+    """(sliding_window, num_sliding_layers). Which layers slide, as in transformers' configs:
+    `layer_types` when given (gpt-oss, newer saves); else `sliding_window_pattern` p (Gemma-3, Cohere2:
+    layer i slides unless (i+1) % p == 0); else Gemma-2 alternates (even layers slide); else Qwen2's
+    `use_sliding_window` (layers from max_window_layers on); else every layer (Mistral, Mixtral, Phi-3)."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        if len(types) != layers or set(types) - set(LAYER_TYPES):
+            bad = sorted(set(types) - set(LAYER_TYPES)) or [f"{len(types)} entries for {layers} layers"]
+            raise ValueError(f"{name}: layer_types {bad} not modelled (only {', '.join(LAYER_TYPES)})")
+    window = int(cfg.get("sliding_window") or 0)
+    if not window or cfg.get("use_sliding_window") is False:  # Qwen2/3 carry a window that is off
+        return 0, 0
+    if types is not None:
+        n = types.count("sliding_attention")
+    elif cfg.get("sliding_window_pattern"):
+        p = int(cfg["sliding_window_pattern"])
+        n = sum(1 for i in range(layers) if (i + 1) % p)
+    elif mt == "gemma2":
+        n = (layers + 1) // 2
+    elif cfg.get("use_sliding_window"):
+        n = max(layers - int(cfg.get("max_window_layers") or 0), 0)
+    else:
+        n = layers
+    return (window, n) if n else (0, 0)
+
+
+def spec_fields(cfg: dict, name: str = "") -> dict:
+    """ModelSpec keyword arguments (all but the dtypes) of a parsed config.json; no MLA check."""
+    cfg = text_config(cfg)
+    mt = cfg.get("model_type", "")
+    name = config_name(cfg, name)
+    try:
+        d = int(cfg["hidden_size"])
+        layers = int(cfg["num_hidden_layers"])
+        nh = int(cfg["num_attention_heads"])
+        vocab = int(cfg["vocab_size"])
+    except KeyError as e:
+        raise ValueError(f"config {name}: missing field {e.args[0]!r}") from None
+    window, n_sliding = sliding_fields(cfg, mt, layers, name)
+    fields = dict(
+        name=name, num_layers=layers, hidden_size=d, num_heads=nh,
+        num_kv_heads=int(cfg.get("num_key_value_heads") or nh), head_dim=int(cfg.get("head_dim") or d // nh),
+        intermediate_size=int(cfg.get("intermediate_size") or 0), vocab_size=vocab,
+        max_position_embeddings=int(cfg.get("max_position_embeddings") or 0),
+        max_model_len=derived_max_model_len(cfg),
+        qkv_bias=bool(cfg.get("attention_bias", mt == "qwen2")),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", mt.startswith("gemma"))),  # Gemma configs omit it:
+        # transformers' Gemma*Config defaults it to True, every other family here to False
+        sliding_window=window, num_sliding_layers=n_sliding)
+    return {**fields, **moe_fields(cfg, mt, layers, name)}
+
+
+def mla_attn_params_per_layer(cfg: dict) -> int:
+    """Parameters of one MLA attention layer (HF DeepseekV3Attention), norms of the latents included."""
+    cfg = text_config(cfg)
+    d, nh = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    rope, nope, v = int(cfg["qk_rope_head_dim"]), int(cfg["qk_nope_head_dim"]), int(cfg["v_head_dim"])
+    q_rank, kv_rank = int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"])
+    # q: d -> q_rank (+ its RMSNorm) -> nh*(nope+rope), or d -> nh*(nope+rope) when q_lora_rank is null
+    q = d * q_rank + q_rank + q_rank * nh * (nope + rope) if q_rank else d * nh * (nope + rope)
+    # kv_a_proj_with_mqa: d -> kv_rank + rope (shared rope key); kv_a_layernorm; kv_b_proj: kv_rank -> nh*(nope+v)
+    kv = d * (kv_rank + rope) + kv_rank + kv_rank * nh * (nope + v)
+    return q + kv + nh * v * d  # o_proj: nh*v -> d
