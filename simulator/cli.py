@@ -33,7 +33,8 @@ SHOW = (("completed", "{:d}"), ("rejected", "{:d}"), ("duration", "{:.1f} s"),
         ("output_throughput", "{:,.0f} tok/s"), ("median_ttft_ms", "{:.1f}"), ("p99_ttft_ms", "{:.1f}"),
         ("median_tpot_ms", "{:.2f}"), ("p99_tpot_ms", "{:.2f}"), ("median_itl_ms", "{:.2f}"),
         ("median_e2el_ms", "{:.1f}"), ("median_queue_ms", "{:.1f}"), ("request_goodput", "{:.2f} req/s"),
-        ("preemptions", "{:d}"), ("mean_kv_utilization", "{:.1%}"), ("mode_switches", "{:d}"))
+        ("preemptions", "{:d}"), ("mean_kv_utilization", "{:.1%}"), ("mode_switches", "{:d}"),
+        ("prefix_cache_hit_rate", "{:.1%}"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve-full-prompt", action="store_true",
                    help="admit a request only if its whole prompt fits the free KV (later vLLM's "
                         "--scheduler-reserve-full-isl); default: its first chunk (vLLM 0.9)")
+    p.add_argument("--no-prefix-caching", action="store_true", help="turn off automatic prefix caching (on by "
+                   "default, as vLLM v1; it acts on traces with block hashes, e.g. Mooncake's hash_ids)")
     p.add_argument("--max-model-len", type=int, help="longest request (prompt + output) served; longer ones "
                    "are rejected (reason context_length). Default: the model's (max_position_embeddings with RoPE "
                    "scaling, as vLLM derives it); more than that is refused, as vLLM does")
@@ -119,7 +122,8 @@ def run_spec(policy: str, args, layout: str | None = None) -> RunSpec:
                        enable_chunked_prefill=not args.no_chunked_prefill, block_size=args.block_size,
                        schedule_order=args.schedule_order, max_waiting=args.max_waiting,
                        priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward,
-                       reserve_full_prompt=args.reserve_full_prompt, max_model_len=args.max_model_len)
+                       reserve_full_prompt=args.reserve_full_prompt, max_model_len=args.max_model_len,
+                       enable_prefix_caching=not args.no_prefix_caching)
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
                    kv_dtype=args.kv_dtype, profile=args.profile, layout=layout or args.layout,
                    policy_args=_policy_args(args.policy_arg), engine=eng, router=args.router,

@@ -91,6 +91,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     max_seqs = ec.max_num_seqs or limits.max_num_seqs
     env = simpy.Environment()
     recs, steps = RequestRecords(workload), StepRecords()
+    recs.prefix_caching = bool(ec.enable_prefix_caching and recs.prefix_blocks is not None
+                               and any(len(b) for b in recs.prefix_blocks if isinstance(b, tuple)))
     max_tokens = budget * max(_pp_of(p) for p in plans) + max_seqs
     tables: dict = {}  # one StepTable per distinct instance layout (built once, shared)
 
@@ -106,7 +108,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         if make is not None:  # an engine of its own kind (Seesaw's phased engine)
             return make(env, i, runner, ec, budget * _pp_of(p), max_seqs, p.kv_capacity_tokens, recs, steps, finished)
         return Engine(env, i, runner, engine_limits(ec, budget, max_seqs, _pp_of(p)), p.kv_capacity_tokens,
-                      recs, steps, ec.fast_forward, arrivals.due)
+                      recs, steps, ec.fast_forward, arrivals.due, recs.prefix_caching)
 
     def finished(pos):
         if progress is not None:

@@ -8,6 +8,10 @@ that stretch opens, counted from how many requests sit at each position within a
 block_size groups). Only requests that change individually (admitted, prefilling, finished,
 preempted) are touched one by one; columns are plain lists (batches are small next to numpy's
 per-call cost, ~2 us here).
+
+With prefix caching (engine/prefix.py) a request may hold some of its leading blocks through the
+cache (`own` of them, shared with other requests): `blocks` and `used_blocks` count only its private
+blocks, ceil(computed / block_size) - own; the engine adds the cache's referenced blocks once.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ class RunningBatch:
     exactly one token (a hint for the scheduler's fast path); `used_blocks`: KV blocks held."""
 
     __slots__ = ("block_size", "idx", "prompt", "output", "cbase", "gbase", "clock", "sum_cbase",
-                 "used_blocks", "phase", "decoding", "_left", "_key")
+                 "used_blocks", "phase", "decoding", "own", "_left", "_key")
 
     def __init__(self, block_size: int):
         self.block_size = block_size
@@ -44,6 +48,7 @@ class RunningBatch:
         self.used_blocks = 0
         self.phase: dict = {}  # cbase mod block_size -> requests (who open a block together)
         self.decoding = True
+        self.own: list = []  # KV blocks each request holds through the prefix cache (not its own)
         # completion order: a heap of (output - gbase, position) — a request finishes when the clock
         # reaches its key — with stale entries (key changed, request gone) dropped when they surface
         self._left: list = []
@@ -74,8 +79,9 @@ class RunningBatch:
         return [p + g - c for p, g, c in zip(self.prompt, self.gbase, self.cbase)]
 
     def blocks(self) -> list:
+        """Private KV blocks per request: ceil(computed / block_size) less those held via the cache."""
         bs, d = self.block_size, self.clock
-        return [-(-(c + d) // bs) for c in self.cbase]
+        return [-(-(c + d) // bs) - o for c, o in zip(self.cbase, self.own)]
 
     def columns(self) -> tuple:
         """(idx, prompt, output, computed, generated, blocks) as lists."""
@@ -123,9 +129,11 @@ class RunningBatch:
         self._key[pos] = key
         heapq.heappush(self._left, (key, pos))
 
-    def append(self, pos: int, prompt: int, output: int, computed: int, generated: int) -> None:
-        """Admit a request (at the tail)."""
+    def append(self, pos: int, prompt: int, output: int, computed: int, generated: int, own: int = 0) -> None:
+        """Admit a request (at the tail), `own` of its blocks held through the prefix cache."""
         self.idx.append(pos)
+        self.own.append(own)
+        self.used_blocks -= own
         self.prompt.append(prompt)
         self.output.append(output)
         self.cbase.append(computed - self.clock)
@@ -143,21 +151,27 @@ class RunningBatch:
         if self._key[self.idx[i]] != self.output[i] - self.gbase[i]:
             self._order(self.idx[i], self.output[i] - self.gbase[i])
 
+    def set_own(self, i: int, own: int) -> None:
+        """Request i now holds `own` of its blocks through the prefix cache."""
+        self.used_blocks -= own - self.own[i]
+        self.own[i] = own
+
     def remove(self, at: list) -> list:
         """Drop the requests at batch positions `at` (ascending); their (pos, generated) pairs."""
         d, gone = self.clock, []
         for i in reversed(at):
             self._add(self.cbase[i] + d, -1)
+            self.used_blocks += self.own[i]
             del self._key[self.idx[i]]
             gone.append((self.idx[i], self.gbase[i] + d))
-            for col in (self.idx, self.prompt, self.output, self.cbase, self.gbase):
+            for col in (self.idx, self.prompt, self.output, self.cbase, self.gbase, self.own):
                 del col[i]
         gone.reverse()
         return gone
 
     def pop_tail(self) -> tuple[int, int, int]:
-        """Remove the last request (recompute preemption): (position, generated, blocks held)."""
-        blocks = -(-(self.cbase[-1] + self.clock) // self.block_size)
+        """Remove the last request (recompute preemption): (position, generated, private blocks held)."""
+        blocks = -(-(self.cbase[-1] + self.clock) // self.block_size) - self.own[-1]
         (pos, gen), = self.remove([len(self.idx) - 1])
         return pos, gen, blocks
 

@@ -32,6 +32,9 @@ class EngineConfig:
     # longest request (prompt + output) served; longer ones are rejected with reason context_length.
     # None: the model's (ModelSpec.max_model_len); a value above it is refused, as vLLM does
     max_model_len: int | None = None
+    # vLLM v1's automatic prefix caching (on by default): acts on requests carrying trace block
+    # hashes (Workload.requests' prefix_blocks, e.g. Mooncake's hash_ids); others never hit
+    enable_prefix_caching: bool = True
 
     def __post_init__(self):
         if self.schedule_order not in SCHEDULE_ORDERS:

@@ -17,6 +17,7 @@ from collections import deque
 from . import step
 from .batch import RunningBatch
 from .kv import KVBlocks
+from .prefix import PrefixCache
 from .scheduler import Waiting, schedule
 from .stretch import Stretch, sleep_stretch
 
@@ -34,11 +35,14 @@ class Engine:
     """A simulated serving instance (vLLM v1 scheduler on paged KV) over one instance layout."""
 
     def __init__(self, env, index: int, runner, limits, kv_capacity_tokens: int, recs, steps,
-                 fast_forward: bool = True, arrivals_due=None):
+                 fast_forward: bool = True, arrivals_due=None, prefix_caching: bool = False):
         self.env, self.index, self.runner, self.limits = env, index, runner, limits
         self.recs, self.steps, self.fast_forward = recs, steps, fast_forward
         self.kv = KVBlocks(kv_capacity_tokens, limits.block_size)
         self.batch = RunningBatch(limits.block_size)
+        # automatic prefix caching (vLLM v1), for requests that carry trace block hashes
+        self.cache = PrefixCache(limits.block_size, recs.prefix_blocks, recs.input_tokens) \
+            if prefix_caching and recs.prefix_blocks is not None else None
         self.waiting: deque = deque()
         self.req = Waiting(recs.input_tokens, recs.output_tokens, recs.generated, recs.priority, recs.arrival_s)
         self.outstanding_tokens = 0  # prompt + output of unfinished requests routed here
@@ -131,7 +135,9 @@ class Engine:
             (_, gen), = self.batch.remove([self.batch.idx.index(pos)])
             self.recs.generated[pos] = gen
             self.recs.preemptions[pos] += 1
-            self.kv.used = self.batch.used_blocks
+            if self.cache is not None:
+                self.cache.release(pos)
+            self._sync_kv()
         else:
             self.waiting.remove(pos)
         self.outstanding_tokens -= self.recs.total_tokens[pos]
@@ -147,6 +153,7 @@ class Engine:
     def _loop(self):
         env, kv, lim, runner, batch = self.env, self.kv, self.limits, self.runner, self.batch
         record, codes = self.steps.append, {}  # mode name -> its code in the step records
+        cache = self.cache
         while True:
             if self._held is not None and self._park_now():  # a policy lent this engine's GPUs
                 yield self._held.event
@@ -157,10 +164,11 @@ class Engine:
                 self._idle = None
                 continue
             # schedule: what runs (pure), carried out on the batch
-            s = schedule(batch, self.waiting, kv.free, self.req, lim, admit=self._held is None)
+            s = schedule(batch, self.waiting, kv.free, self.req, lim, admit=self._held is None) if cache is None \
+                else schedule(batch, self.waiting, kv.free, self.req, lim, admit=self._held is None, cache=cache)
             if s.preempt or s.admitted:
-                step.begin(batch, self.waiting, self.recs, s, env.now)
-                kv.used = batch.used_blocks
+                step.begin(batch, self.waiting, self.recs, s, env.now, cache)
+                self._sync_kv()
             if not s.granted or (not s.decode_running and sum(s.granted) == 0):
                 raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
                                    f"waiting, batch={batch}")  # impossible for requests that fit
@@ -188,8 +196,8 @@ class Engine:
                 code = codes[mode] = self.steps.mode_code(mode)
             record(start, dur, self.index, code, k, *agg, kv.used * kv.block_size, len(self.waiting), 0.0)
             # apply
-            done = step.advance(batch, self.recs, s, k, all_decode, env.now)
-            kv.used = batch.used_blocks
+            done = step.advance(batch, self.recs, s, k, all_decode, env.now, cache)
+            self._sync_kv()
             finished = self._complete(done) if done else ()
             if not all_decode:
                 batch.decoding = step.still_decoding(batch, s)
@@ -214,10 +222,22 @@ class Engine:
         r, now, total = self.recs, self.env.now, self.recs.total_tokens
         pos = []
         for p, gen in self.batch.remove(at):
+            if self.cache is not None:
+                self.cache.release(p)
             r.finish_s[p] = now
             r.generated[p] = gen
             self.outstanding_tokens -= total[p]
             pos.append(p)
         self.outstanding_requests -= len(pos)
-        self.kv.used = self.batch.used_blocks
+        self._sync_kv()
         return pos
+
+    def _sync_kv(self) -> None:
+        """KV in use = the batch's private blocks + the cache's referenced entries; unreferenced
+        cache entries are free and evicted (oldest first) once the free blocks cannot hold them."""
+        kv, cache = self.kv, self.cache
+        if cache is None:
+            kv.used = self.batch.used_blocks
+            return
+        kv.used = self.batch.used_blocks + cache.referenced_blocks
+        cache.evict(kv.free)

@@ -6,6 +6,11 @@ then waiting requests fill the rest of the token budget (decode-first, vLLM v1);
 allocated for every scheduled token; when they run out the last running request is preempted
 (recompute: its KV is freed and it re-prefills prompt + generated tokens later), and a step that
 preempted admits nothing (vLLM v1). `prefill_first` is vLLM V0's order (prompts before decodes).
+
+Prefix caching (`cache`, engine/prefix.py, read only): a waiting request whose leading prompt blocks
+are cached starts with them computed (h tokens, no prefill compute); its fit check counts the blocks
+of hit entries nobody holds (free until then) as taken; a preempted request frees its private blocks
+and the cache blocks only it holds.
 """
 from __future__ import annotations
 
@@ -47,7 +52,7 @@ class Schedule(NamedTuple):
 
     granted: list  # tokens per running request kept, then per admitted request
     preempt: int = 0  # running requests preempted from the tail (recompute)
-    admitted: tuple = ()  # (idx, prompt, output, computed=0, generated, blocks=0) per admitted request
+    admitted: tuple = ()  # (idx, prompt, output, computed=hit tokens, generated, blocks=0) per admitted request
     admitted_tokens: tuple = ()  # tokens granted to each admitted request (its first chunk)
     decode_running: bool = False  # each kept running request decodes exactly one token
     admitted_whole: bool = True  # every admitted request got its whole prompt (+ recompute): it samples next
@@ -72,36 +77,45 @@ def _order(waiting, req: Waiting, lim: Limits):
 
 
 def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, left: int, free: int,
-           decode_running: bool = False) -> Schedule | None:
+           decode_running: bool = False, cache=None) -> Schedule | None:
     """Admit waiting requests into `left` tokens and `free` blocks; None if none fits."""
     cols, toks, whole = [], [], True
     bs, room = lim.block_size, lim.max_seqs - n_running
+    taken: set = set()  # unreferenced cache entries an earlier admission of this step takes
     for pos in _order(waiting, req, lim):
         if left <= 0 or len(cols) >= room:
             break
         prompt, gen = int(req.input_tokens[pos]), int(req.generated[pos])
-        target = prompt + gen  # a preempted request recomputes its generated tokens too
+        hit, cost = 0, 0
+        if cache is not None:
+            hit, unref, per = cache.hit(pos)
+            new = [k for k in unref if k not in taken]
+            cost = len(new) * per  # blocks of hit entries taken out of the free pool
+        target = prompt + gen - hit  # a preempted request recomputes its generated tokens too
         n_new = min(target, left, lim.chunk_cap) if lim.chunked_prefill else target
         fit = target if lim.reserve_full_prompt else n_new  # tokens that must fit the free blocks
-        if n_new > left or -(-fit // bs) > free:  # (blocks are still taken chunk by chunk)
+        if n_new > left or -(-fit // bs) + cost > free:  # (blocks are still taken chunk by chunk)
             break
-        cols.append((pos, prompt, int(req.output_tokens[pos]), 0, gen, 0))
+        if cost:
+            taken.update(new)
+        cols.append((pos, prompt, int(req.output_tokens[pos]), hit, gen, 0))
         toks.append(n_new)
         whole = whole and n_new == target
         left -= n_new
-        free -= -(-n_new // bs)
+        free -= -(-n_new // bs) + cost
     if not cols:
         return None
     return Schedule(granted + toks, 0, tuple(cols), tuple(toks), decode_running, whole)
 
 
-def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True) -> Schedule:
+def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True,
+             cache=None) -> Schedule:
     """The next step of an engine whose running `batch` (RunningBatch) holds all but `free_blocks`
     KV blocks, with `waiting` positions queued. `admit=False`: finish what runs, take nothing new
-    (an engine draining for a policy)."""
+    (an engine draining for a policy). `cache`: the engine's PrefixCache (read only), or None."""
     n = len(batch)
     if admit and waiting and lim.prefill_first:
-        got = _admit([0] * n, n, waiting, req, lim, lim.budget, free_blocks)
+        got = _admit([0] * n, n, waiting, req, lim, lim.budget, free_blocks, cache=cache)
         if got is not None:
             return got
     if batch.decoding and n <= lim.budget and n <= free_blocks:
@@ -109,24 +123,27 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
         # so nothing is preempted (the same decisions as below, in O(1))
         granted = [1] * n
         if admit and waiting:
-            got = _admit(granted, n, waiting, req, lim, lim.budget - n, free_blocks - batch.entering_block(), True)
+            got = _admit(granted, n, waiting, req, lim, lim.budget - n, free_blocks - batch.entering_block(), True,
+                         cache)
             if got is not None:
                 return got
         return Schedule(granted, decode_running=True)
     cap, bs = lim.chunk_cap, lim.block_size
     wants = [min(w, cap) for w in batch.wants()]
     granted = wants if sum(wants) <= lim.budget else grant_in_order(wants, lim.budget)
-    blocks = batch.blocks()
-    need = [-(-(c + g) // bs) - b for c, g, b in zip(batch.computed(), granted, blocks)]
+    blocks, computed = batch.blocks(), batch.computed()
+    need = [-(-(c + g) // bs) - -(-c // bs) for c, g in zip(computed, granted)]
     keep, needed, free = n, sum(need), free_blocks
     while keep > 0 and needed > free:  # preempt the last request: its KV frees, its tokens are not needed
         keep -= 1
         needed -= need[keep]
         free += blocks[keep]
+        if cache is not None:  # and the cache blocks only it holds
+            free += cache.sole_blocks(batch.idx[keep])
     if keep < n:  # vLLM v1: no admission in a step that preempted
         return Schedule(granted[:keep], n - keep)
     if admit and waiting:
-        got = _admit(granted, n, waiting, req, lim, lim.budget - sum(granted), free - needed)
+        got = _admit(granted, n, waiting, req, lim, lim.budget - sum(granted), free - needed, cache=cache)
         if got is not None:
             return got
     return Schedule(granted)

@@ -6,22 +6,33 @@ when it ends. No clock of their own: the engine passes `now`.
 from __future__ import annotations
 
 
-def begin(batch, waiting, recs, s, now: float) -> None:
-    """Carry out the schedule's preemptions and admissions before the step runs."""
+def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
+    """Carry out the schedule's preemptions and admissions before the step runs (`cache`: the
+    engine's PrefixCache or None; an admitted request holds its hit entries)."""
     for _ in range(s.preempt):  # recompute preemption from the tail; each re-queued first
         pos, gen, _ = batch.pop_tail()
+        if cache is not None:
+            cache.release(pos)
         recs.preemptions[pos] += 1
         recs.generated[pos] = gen
         waiting.appendleft(pos)
     scheduled = recs.scheduled_s
-    for pos, prompt, out, _, gen, _ in s.admitted:
+    for pos, prompt, out, hit, gen, _ in s.admitted:
         if waiting[0] == pos:
             waiting.popleft()
         else:
             waiting.remove(pos)
         if scheduled[pos] != scheduled[pos]:  # NaN: the first time it runs
             scheduled[pos] = now
-        batch.append(pos, prompt, out, 0, gen)
+            if cache is not None:
+                recs.cached_tokens[pos] = hit
+        if cache is not None:
+            recs.prefix_query_tokens[pos] += prompt
+            recs.prefix_hit_tokens[pos] += hit
+            cache.admit(pos, hit)
+            batch.append(pos, prompt, out, hit, gen, hit // batch.block_size)
+        else:
+            batch.append(pos, prompt, out, 0, gen)
 
 
 def aggregates(batch, s) -> tuple[tuple, bool]:
@@ -31,9 +42,24 @@ def aggregates(batch, s) -> tuple[tuple, bool]:
     if s.decode_running:  # decoders first (one token, context = computed), admitted prefill from 0
         adm = s.admitted_tokens
         dn = len(s.granted) - len(adm)
-        dkv = float(batch.sum_computed + dn) if dn else 0.0  # admitted hold no KV yet
+        hits = sum([a[3] for a in s.admitted]) if adm else 0  # prefix-cache hits: the admitted's context
+        dkv = float(batch.sum_computed - hits + dn) if dn else 0.0  # admitted hold no KV but their hits
         if not adm:
             return (0, 0, 0.0, 0.0, dn, dkv), True
+        if hits:  # context h per admitted request (a 1-token chunk after a hit costs as a decode)
+            pt = ps = pairs = pkv = 0
+            ddn = ddkv = 0
+            for g, a in zip(adm, s.admitted):
+                h = a[3]
+                if g == 1 and h > 0:
+                    ddn += 1
+                    ddkv += h + 1
+                else:
+                    pt += g
+                    ps += 1
+                    pairs += g * h + g * (g + 1) // 2
+                    pkv += h + g
+            return (pt, ps, float(pairs), float(pkv), dn + ddn, dkv + ddkv), False
         pt = sum(adm)
         return (pt, len(adm), float(sum([g * (g + 1) // 2 for g in adm])), float(pt), dn, dkv), False
     # a 1-token step after a non-empty context costs as a decode (perfmodel.batch) but may be the
@@ -52,9 +78,10 @@ def aggregates(batch, s) -> tuple[tuple, bool]:
     return (pt, ps, float(pairs), float(pkv), dn, float(dkv)), all_decode
 
 
-def advance(batch, recs, s, k: int, all_decode: bool, now: float) -> list:
+def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) -> list:
     """The batch after the step (k = 1) or the k-step decode stretch that just ended; first tokens
-    recorded; returns the batch positions of the requests that finished (ascending)."""
+    recorded; returns the batch positions of the requests that finished (ascending). With a prefix
+    `cache`, the full prompt blocks a prefill chunk passed are published (held by their request)."""
     if all_decode:  # every request computed and sampled k tokens; none is new
         batch.decode(k)
         return batch.finished() if batch.first_completion() <= 0 else []
@@ -79,6 +106,10 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float) -> list:
                 recs.first_token_s[batch.idx[i]] = now
             gen += 1
         batch.set(i, c, gen)
+        if cache is not None and g > 0:
+            held = cache.publish(batch.idx[i], c) * cache.per_entry
+            if held != batch.own[i]:
+                batch.set_own(i, held)
         if full and gen >= out:
             done.append(i)
     if batch.first_completion() <= 0:  # decoders that sampled their last token

@@ -116,6 +116,12 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, engines: list, slo_ttft_ms
         out["switch_time_s"] = float(steps["switch_s"].sum())
     out["engines"] = len(engines)
     out["saturated"] = saturated(req, steps)
+    # vLLM's prefix cache hit rate: tokens hit / prompt tokens looked up, over every admission
+    # (re-admissions after preemption too); null when caching is off or no request carries blocks
+    out["prefix_cache_hit_rate"] = None
+    if "prefix_query_tokens" in req.columns:
+        q = int(req["prefix_query_tokens"].sum())
+        out["prefix_cache_hit_rate"] = float(req["prefix_hit_tokens"].sum()) / q if q else None
     return out
 
 

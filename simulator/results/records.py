@@ -31,6 +31,13 @@ class RequestRecords:
         self.engine = np.full(n, -1, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.reject_reason = np.full(n, "", dtype=object)
+        # prefix caching: the trace's block hashes (None without them); per request the tokens hit
+        # at its first admission, and over all its admissions the prompt tokens looked up and hit
+        self.prefix_blocks = df["prefix_blocks"].tolist() if "prefix_blocks" in df.columns else None
+        self.prefix_caching = False  # set by the run: caching on and the trace carries block hashes
+        self.cached_tokens = np.zeros(n, dtype=np.int64)
+        self.prefix_query_tokens = np.zeros(n, dtype=np.int64)
+        self.prefix_hit_tokens = np.zeros(n, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -48,6 +55,10 @@ class RequestRecords:
             "status": np.where(done, "completed", np.where(self.reject_reason != "", "rejected", "unfinished")),
             "reject_reason": self.reject_reason,
         })
+        if self.prefix_caching:  # (only then: runs without caching keep their columns)
+            df["cached_tokens"] = self.cached_tokens
+            df["prefix_query_tokens"] = self.prefix_query_tokens
+            df["prefix_hit_tokens"] = self.prefix_hit_tokens
         df["queue_ms"] = 1e3 * (self.scheduled_s - self.issued_s)
         df["ttft_ms"] = 1e3 * (self.first_token_s - self.issued_s)
         df["e2el_ms"] = 1e3 * (self.finish_s - self.issued_s)
