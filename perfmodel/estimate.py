@@ -83,6 +83,9 @@ def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_token
     if input_tokens + output_tokens > max_len:  # vLLM rejects it (context_length), as the simulator does
         raise ValueError(f"--input {input_tokens} + --output {output_tokens} tokens exceed max_model_len "
                          f"{max_len} of {spec.name}: vLLM rejects such a request")
+    if spec.attention_chunk_tokens and input_tokens + output_tokens > spec.attention_chunk_tokens:
+        raise ValueError(f"{spec.name}: attention_chunk_size={spec.attention_chunk_tokens}: chunked local attention "
+                         f"past one chunk is not modelled yet (--input + --output <= {spec.attention_chunk_tokens})")
     limits = limits or vllm_default_limits(hw)
     dep = deployment(strategy, spec, hw, gpus, fw, threshold_tokens)
     if not dep.plan.fits:
@@ -95,7 +98,8 @@ def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_token
         "ttft_ms": 1e3 * ttft_s(dep, spec, hw, input_tokens, limits, prof, fw),
         "tpot_ms": 1e3 * tpot_s(dep, spec, hw, input_tokens, output_tokens, prof, fw),
         "throughput_tokens_per_s": sat["throughput_tokens_per_s"],
-        "max_context_tokens": int(min(max_len, dep.plan.kv_capacity_tokens)),
+        "max_context_tokens": int(min(max_len, dep.plan.kv_capacity_tokens,
+                                      spec.attention_chunk_tokens or max_len)),  # (modelled up to one chunk)
         "kv_capacity_tokens": int(dep.plan.kv_capacity_tokens),
         "weights_gb_per_gpu": (dep.plan.weight_bytes_per_gpu + dep.plan.extra_bytes_per_gpu) / 1e9,
         "saturated_concurrency": sat["concurrency"],

@@ -90,8 +90,9 @@ def moe_fields(cfg: dict, mt: str, layers: int, name: str) -> dict:
         shared, dense = int(cfg.get("shared_expert_intermediate_size") or 0), ffn
     elif mt.startswith("llama4"):
         # MoE layers: `moe_layers`, else every interleave_moe_layer_step-th (Scout 1, Maverick 2); routed and
-        # shared experts are intermediate_size wide, dense layers intermediate_size_mlp. Not read: the
-        # chunked attention of attention_chunk_size (3 of 4 layers), costed as full attention
+        # shared experts are intermediate_size wide, dense layers intermediate_size_mlp. The chunked
+        # attention (attention_chunk_size, 3 of 4 layers) is costed as full attention: exact within one
+        # chunk; ModelSpec.attention_chunk_tokens makes runs refuse longer requests
         step = int(cfg.get("interleave_moe_layer_step") or 1)
         n_moe = len(cfg["moe_layers"]) if cfg.get("moe_layers") is not None else len(range(step - 1, layers, step))
         moe_ffn, shared, dense = ffn, ffn, int(cfg.get("intermediate_size_mlp") or ffn)
@@ -156,7 +157,8 @@ def spec_fields(cfg: dict, name: str = "") -> dict:
         qkv_bias=bool(cfg.get("attention_bias", mt == "qwen2")),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", mt.startswith("gemma"))),  # Gemma configs omit it:
         # transformers' Gemma*Config defaults it to True, every other family here to False
-        sliding_window=window, num_sliding_layers=n_sliding)
+        sliding_window=window, num_sliding_layers=n_sliding,
+        attention_chunk_tokens=int(cfg.get("attention_chunk_size") or 0) if mt.startswith("llama4") else 0)
     return {**fields, **moe_fields(cfg, mt, layers, name)}
 
 

@@ -65,6 +65,10 @@ class ModelSpec:
     tie_embeddings: bool = False
     sliding_window: int = 0  # window of sliding-attention layers (0: none)
     num_sliding_layers: int = 0
+    # chunked local attention (Llama-4's attention_chunk_size on 3 of 4 layers): costed as full
+    # attention, which it is while a request's context stays within one chunk; runs refuse longer
+    # requests naming the field (simulator: reject reason, estimate: error) until it is modelled
+    attention_chunk_tokens: int = 0
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
 

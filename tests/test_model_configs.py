@@ -146,3 +146,26 @@ def test_clis_refuse_mla_with_one_line_exit_2(cli, capsys):
     cap = capsys.readouterr()
     assert rc == 2 and cap.out == "", (rc, cap.out, cap.err)
     assert cap.err.startswith("error: ") and cap.err.count("\n") == 1 and "kv_lora_rank=512" in cap.err
+
+
+def test_llama4_chunked_attention_is_refused_past_one_chunk(capsys, tmp_path):
+    """Llama-4's chunked local attention (attention_chunk_size, 3 of 4 layers) is costed as full
+    attention, exact only within one chunk: longer requests are refused naming the field (estimate:
+    an error; simulate: a reject reason), shorter ones run as before."""
+    from perfmodel.cli import main as perfmodel_main
+    from simulator.cli import main as simulate_main
+
+    spec = load_model("llama-4-scout-17b-16e")
+    assert spec.attention_chunk_tokens == 8192 and load_model("llama-3.3-70b").attention_chunk_tokens == 0
+    base = ["estimate", "--model", "llama-4-scout-17b-16e", "--strategies", "tp", "--format", "json"]
+    assert perfmodel_main(base + ["--input", "9000", "--output", "100"]) == 2
+    assert "attention_chunk_size=8192" in capsys.readouterr().err
+    assert perfmodel_main(base + ["--input", "4000", "--output", "100"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["max_context_tokens"] == 8192
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n0,4000,10\n0.1,9000,10\n")
+    assert simulate_main(["--trace", str(trace), "--model", "llama-4-scout-17b-16e", "--policy", "tp",
+                          "--format", "json"]) == 0
+    summ = json.loads(capsys.readouterr().out)
+    assert summ["completed"] == 1 and summ["rejected"] == 1
+    assert any(r.startswith("attention_chunk_size") for r in summ["rejected_reasons"])

@@ -137,6 +137,9 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     def issue(pos, at_boundary=True) -> bool:
         if recs.total_tokens[pos] > max_model_len:  # vLLM's API server: prompt + max_tokens > max_model_len
             return reject(pos, f"context_length: prompt + output > max_model_len ({max_model_len})")
+        if spec.attention_chunk_tokens and recs.total_tokens[pos] > spec.attention_chunk_tokens:
+            return reject(pos, f"attention_chunk_size: chunked local attention past one chunk "
+                               f"({spec.attention_chunk_tokens} tokens) is not modelled yet")
         e = router.pick(pos)
         if e is None:
             cap = max(x.capacity_tokens for x in engines)
