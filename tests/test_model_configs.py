@@ -169,3 +169,21 @@ def test_llama4_chunked_attention_is_refused_past_one_chunk(capsys, tmp_path):
     summ = json.loads(capsys.readouterr().out)
     assert summ["completed"] == 1 and summ["rejected"] == 1
     assert any(r.startswith("attention_chunk_size") for r in summ["rejected_reasons"])
+
+
+def test_mistral_window_changes_what_the_cli_reports(capsys, tmp_path):
+    """From the command line: Mistral-7B's 4096-token window makes a decode at 8K of context read half
+    the keys, so its TPOT is below that of the same config without the window (the old reader dropped
+    the window and printed the same number for both)."""
+    from perfmodel.cli import main as perfmodel_main
+
+    cfg = json.loads((FIXTURES / "mistral-7b-v0.1.json").read_text())
+    no_window = tmp_path / "mistral-no-window.json"
+    no_window.write_text(json.dumps({k: v for k, v in cfg.items() if k != "sliding_window"}))
+    tpot = {}
+    for label, path in (("window", FIXTURES / "mistral-7b-v0.1.json"), ("none", no_window)):
+        assert perfmodel_main(["estimate", "--model", str(path), "--hardware", "h100", "--gpus", "1", "--weights",
+                               "bf16", "--input", "8000", "--output", "100", "--strategies", "tp", "--format",
+                               "json", "--profile", "none"]) == 0
+        tpot[label] = json.loads(capsys.readouterr().out)[0]["tpot_ms"]
+    assert tpot["window"] < tpot["none"]
