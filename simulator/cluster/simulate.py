@@ -115,17 +115,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             progress(1)
         arrivals.finished(pos)
 
-    arrivals = Arrivals(env, recs.arrival_s, lambda pos, at_boundary: issue(pos, at_boundary), cfg.max_concurrency)
-    engines = [build(i, p) for i, p in enumerate(plans)]
-    for p, e in zip(plans, engines):
-        if isinstance(e, Engine):
-            e.add_finish_hook(finished)
-        if getattr(p, "attach", None) is not None:  # a dynamic policy observes its engines
-            p.attach(e)
-        if on_engine is not None:
-            on_engine(e)
     front = getattr(plans[0], "front", None)  # a policy that places requests itself (Flying)
-    router = Router(engines, cfg.router, front.fits if front is not None else None)
 
     def reject(pos, reason: str) -> bool:
         recs.reject_reason[pos] = reason  # one reason per cause (summary.json counts them)
@@ -153,6 +143,17 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         else:
             e.submit(pos, at_boundary)
         return True
+
+    arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency)
+    engines = [build(i, p) for i, p in enumerate(plans)]
+    for p, e in zip(plans, engines):
+        if isinstance(e, Engine):
+            e.add_finish_hook(finished)
+        if getattr(p, "attach", None) is not None:  # a dynamic policy observes its engines
+            p.attach(e)
+        if on_engine is not None:
+            on_engine(e)
+    router = Router(engines, cfg.router, front.fits if front is not None else None)
 
     arrivals.start()
     env.run()

@@ -103,10 +103,13 @@ class RunningBatch:
         `exclude` (requests whose step the caller judges itself, e.g. prompts still in prefill)."""
         heap, key, d, out, keep = self._left, self._key, self.clock, [], []
         while heap and heap[0][0] <= d:
-            k, pos = heapq.heappop(heap)
-            if key.get(pos) == k:
-                i = self.idx.index(pos)
-                (keep if i in exclude else out).append((k, pos) if i in exclude else i)
+            entry = heapq.heappop(heap)
+            if key.get(entry[1]) == entry[0]:  # (stale entries are dropped)
+                i = self.idx.index(entry[1])
+                if i in exclude:
+                    keep.append(entry)
+                else:
+                    out.append(i)
         for entry in keep:  # not judged here: still in the order
             heapq.heappush(heap, entry)
         return sorted(out)

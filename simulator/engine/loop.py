@@ -118,10 +118,10 @@ class Engine:
         """Park before the next step (after the step in progress, or once the running batch is
         drained: no admissions meanwhile) until `release`; `on_parked(engine)` when it parks."""
         self._held = _Hold(self.env.event(), drain, on_parked)
-        if self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()  # idle: parks at once
-        elif not drain:
-            self.cut_stretch(True)
+        if not drain:
+            self._wake_or_cut(True)  # idle: parks at once; decoding: after the step in progress
+        elif self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
 
     def release(self) -> None:
         held, self._held = self._held, None
@@ -146,8 +146,8 @@ class Engine:
     def _wake_or_cut(self, at_boundary: bool) -> None:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
-        elif self.in_stretch:
-            self.proc.interrupt(at_boundary)
+        else:
+            self.cut_stretch(at_boundary)
 
     # ---- the process ----------------------------------------------------------------------
     def _loop(self):
@@ -164,8 +164,7 @@ class Engine:
                 self._idle = None
                 continue
             # schedule: what runs (pure), carried out on the batch
-            s = schedule(batch, self.waiting, kv.free, self.req, lim, admit=self._held is None) if cache is None \
-                else schedule(batch, self.waiting, kv.free, self.req, lim, admit=self._held is None, cache=cache)
+            s = schedule(batch, self.waiting, kv.free, self.req, lim, admit=self._held is None, cache=cache)
             if s.preempt or s.admitted:
                 step.begin(batch, self.waiting, self.recs, s, env.now, cache)
                 self._sync_kv()

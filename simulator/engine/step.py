@@ -35,37 +35,13 @@ def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
             batch.append(pos, prompt, out, 0, gen)
 
 
-def aggregates(batch, s) -> tuple[tuple, bool]:
-    """The step's cost aggregates (perfmodel.batch.aggregates' order and values: exact integers, so
-    the floats are too) and whether it is an all-decode step (every request past its first token,
-    one token each)."""
-    if s.decode_running:  # decoders first (one token, context = computed), admitted prefill from 0
-        adm = s.admitted_tokens
-        dn = len(s.granted) - len(adm)
-        hits = sum([a[3] for a in s.admitted]) if adm else 0  # prefix-cache hits: the admitted's context
-        dkv = float(batch.sum_computed - hits + dn) if dn else 0.0  # admitted hold no KV but their hits
-        if not adm:
-            return (0, 0, 0.0, 0.0, dn, dkv), True
-        if hits:  # context h per admitted request (a 1-token chunk after a hit costs as a decode)
-            pt = ps = pairs = pkv = 0
-            ddn = ddkv = 0
-            for g, a in zip(adm, s.admitted):
-                h = a[3]
-                if g == 1 and h > 0:
-                    ddn += 1
-                    ddkv += h + 1
-                else:
-                    pt += g
-                    ps += 1
-                    pairs += g * h + g * (g + 1) // 2
-                    pkv += h + g
-            return (pt, ps, float(pairs), float(pkv), dn + ddn, dkv + ddkv), False
-        pt = sum(adm)
-        return (pt, len(adm), float(sum([g * (g + 1) // 2 for g in adm])), float(pt), dn, dkv), False
-    # a 1-token step after a non-empty context costs as a decode (perfmodel.batch) but may be the
-    # last prefill chunk here: it may sample the first token or (output 0) none
+def _sums(grants, contexts) -> tuple:
+    """(prefill tokens, prefill seqs, causal pairs, prefill keys, decode seqs, decode keys) as exact
+    integers, of requests computing `grants` tokens after `contexts` cached ones. A 1-token step after
+    a non-empty context costs as a decode (perfmodel.batch), though here it may be the last prefill
+    chunk: it may sample the first token or (output 0) none."""
     pt = ps = pairs = pkv = dn = dkv = 0
-    for g, c in zip(s.granted, batch.computed()):
+    for g, c in zip(grants, contexts):
         if g == 1 and c > 0:
             dn += 1
             dkv += c + 1
@@ -74,6 +50,23 @@ def aggregates(batch, s) -> tuple[tuple, bool]:
             ps += 1
             pairs += g * c + g * (g + 1) // 2
             pkv += c + g
+    return pt, ps, pairs, pkv, dn, dkv
+
+
+def aggregates(batch, s) -> tuple[tuple, bool]:
+    """The step's cost aggregates (perfmodel.batch.aggregates' order and values: exact integers, so
+    the floats are too) and whether it is an all-decode step (every request past its first token,
+    one token each)."""
+    if s.decode_running:  # decoders first (one token, context = computed), then the admitted requests
+        adm = s.admitted_tokens
+        dn = len(s.granted) - len(adm)
+        if not adm:
+            return (0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0), True
+        hits = [a[3] for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
+        pt, ps, pairs, pkv, adn, adkv = _sums(adm, hits)
+        dkv = batch.sum_computed - sum(hits) + dn + adkv if dn + adn else 0  # the decoders' keys, then theirs
+        return (pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)), False
+    pt, ps, pairs, pkv, dn, dkv = _sums(s.granted, batch.computed())
     all_decode = bool(dn == len(s.granted) and dn and not s.admitted and min(batch.generated()) > 0)
     return (pt, ps, float(pairs), float(pkv), dn, float(dkv)), all_decode
 
