@@ -50,6 +50,11 @@ class Hardware:
     # running the reference implementations); 0 on GPUs, where graphs and async launches hide it
     host_layer_s: float = 0.0
     host_collective_s: float = 0.0
+    # inter-node network, per GPU per direction (one NIC per GPU on HGX/DGX nodes); 0: the preset has
+    # none, so multi-node layouts are refused for it rather than costed on a made-up link
+    nic_type: str = ""
+    nic_bw_gbs: float = 0.0
+    nic_latency_us: float = 0.0
     aliases: tuple = ()
     sources: dict = dataclasses.field(default_factory=dict)  # field -> source text
 
@@ -73,6 +78,11 @@ class Hardware:
         if dtype == "fp8" and self.fp8_tflops > 0:
             return self.fp8_tflops
         return self.bf16_tflops
+
+    @property
+    def has_network(self) -> bool:
+        """Whether the preset names an inter-node network (multi-node layouts need one)."""
+        return self.nic_bw_gbs > 0
 
     @property
     def has_fp8(self) -> bool:
@@ -119,6 +129,9 @@ def load_hardware_file(path: Path) -> Hardware:
         host_collective_s=(float(raw.get("host_collective_us", {}).get("value", 0.0)) / 1e6
                            if raw.get("host_collective_us") else 0.0),
         h2d_bw_gbs=_value(raw, "h2d_bw_gbs", path, src),
+        nic_type=raw.get("nic_type", ""),
+        nic_bw_gbs=_value(raw, "nic_bw_gbs", path, src) if "nic_bw_gbs" in raw else 0.0,
+        nic_latency_us=_value(raw, "nic_latency_us", path, src) if "nic_latency_us" in raw else 0.0,
         host_mem_bytes=_value(raw, "host_mem_gb", path, src) * gb,
         collectives=colls, profile=raw.get("profile", ""),
         aliases=tuple(raw.get("aliases", ())), sources=src)
