@@ -2,8 +2,9 @@
 
 Two harnesses produced the H100 aggregated rows (docs/frameworks.md says which and why):
   aiconfigurator's gap-analysis harness ("aic"): the SGLang, TRT-LLM and vLLM 0.12.0 rows. Its engine
-      flags are not recorded upstream, so each engine runs with its framework's own defaults at that
-      version (the SGLang rows fit those and not aiconfigurator's `benchmark` rule set: docs/fidelity.md).
+      flags are not recorded upstream; of the two cited candidates (the framework's own defaults at that
+      version, aiconfigurator's `benchmark` rule set) each framework runs the one its rows fit: SGLang and
+      TRT-LLM their defaults, vLLM 0.12 the rule set (docs/fidelity.md gives both results for each).
       Benchmark: aiperf (bench_run.sh.j2 @ 095f58a5 lines 79-101), fixed lengths, 20 x C measured
       requests after 2 x C warm-up requests that finish first (aiperf credit_issuing_strategy.py:123-154),
       so the measured phase starts from an idle engine.
@@ -69,8 +70,13 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=max(case.batch_size, 1), block_size=1,
                            scheduler="sglang", schedule_order="prefill-first")
         return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
-    if src == "aic":  # vLLM 0.12.0 defaults on H100: 8192 tokens, 1024 seqs, 0.9 of memory (arg_utils.py:1827-1835)
-        eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=1024)
+    if src == "aic":
+        # vLLM 0.12.0 under aiconfigurator's benchmark rule set (rule_plugin/benchmark/vllm.rule @ 095f58a5:
+        # agg max_num_tokens = max_batch_size + isl + 1500, max_batch_size = the benchmark's batch): at most
+        # ~2 prompts per step, which keeps the closed loop from moving in lock-step waves. vLLM's own defaults
+        # (8192 tokens, 1024 seqs: arg_utils.py:1827-1835) fit these rows worse: docs/fidelity.md, ledger.
+        bs = max(case.batch_size, 1)
+        eng = EngineConfig(max_num_batched_tokens=bs + case.isl + 1500, max_num_seqs=bs)
         return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
     # InferenceX vLLM: 8192-token budget, --max-num-seqs C (MiniMax 256), fp8 KV only where the script asks
     seqs = 256 if "minimax" in case.model.lower() else case.concurrency
