@@ -105,3 +105,29 @@ def test_serving_commands():
     assert "ArcticInference" in shift["note"] and "--shift-parallel-threshold 512" in shift["vllm"]
     for p in ("sidp", "seesaw", "flying"):
         assert "research prototype" in commands({"policy": p, "deployment": "dp=4 x tp=2"}, "llama-3.3-70b", 8)["note"]
+
+
+def test_pp_ttft_bound_holds_without_dividing_by_pp():
+    """Regression: the TTFT bound of PP layouts was divided by pp (a prompt's prefill used to be split over
+    micro-batches); now a prompt is never split, so the simulated TTFT stays above the bound (x margin)."""
+    import numpy as np
+
+    from perfmodel.estimate import estimate
+    from perfmodel.framework import SchedulerLimits, framework_preset
+    from simulator import RunSpec, run
+    from simulator.recommend.prune import LATENCY_MARGIN
+    from simulator.run import hardware_and_profile, model_spec
+    from simulator.workload.workload import make_workload
+
+    rng = np.random.default_rng(1)
+    n = 60
+    inp, out = rng.integers(100, 3000, n), rng.integers(10, 200, n)
+    wl = make_workload({"arrival_s": np.sort(rng.uniform(0, 4, n)), "input_tokens": inp, "output_tokens": out},
+                       source="pp-bound")
+    spec, (hw, prof) = model_spec("llama-3.1-8b", "fp8", "bf16"), hardware_and_profile("h100", None)
+    for lay in ("pp=4", "tp=2,pp=2"):
+        req = run(wl, RunSpec(policy="layout", layout=lay, model="llama-3.1-8b", hardware="h100", gpus=4)).requests
+        for i in range(0, n, 6):
+            alone = estimate(lay, spec, hw, 4, int(inp[i]), 2, prof, framework_preset("vllm", None),
+                             SchedulerLimits(int(inp[i]), 1024), None, spec.max_model_len)["ttft_ms"]
+            assert req["ttft_ms"].iloc[i] >= LATENCY_MARGIN * alone, (lay, i)

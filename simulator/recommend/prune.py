@@ -2,7 +2,7 @@
 
 For each candidate, from perfmodel.estimate on the trace's lengths:
 * a lower bound on each request's TTFT and TPOT: the request alone on an idle deployment (one
-  unchunked prefill step, divided by pp for PP layouts; one decode step at its prompt's context),
+  unchunked prefill step; one decode step at its prompt's context),
   on a grid of prompt lengths
   (both grow with the prompt, so the grid point just below a prompt bounds it). Dynamic policies run
   one of several layouts per step, so theirs is the least of their own row and every static layout's;
@@ -64,18 +64,9 @@ def _curves(strategy, threshold, spec, hw, gpus, fw, prof, grid, max_len):
         r = estimate(strategy, spec, hw, gpus, int(i), 2, prof, fw, nochunk, threshold, max_len)
         ttft.append(r["ttft_ms"])
         tpot.append(r["tpot_ms"])
-    return np.array(ttft) / _pp(strategy), np.array(tpot)
-
-
-def _pp(strategy: str) -> int:
-    """A PP layout's step splits its tokens over up to pp micro-batches in flight (perfmodel.cost), so
-    under load a prompt's prefill can take ~1/pp of its time alone: its TTFT bound is divided by pp."""
-    from perfmodel.layout import ParallelLayout
-
-    try:
-        return ParallelLayout.parse(strategy).pp if "=" in strategy else 1
-    except LayoutError:
-        return 1
+    # PP layouts need no division by pp: a prompt's prefill is never split over micro-batches
+    # (perfmodel.batch.micro_batch), so it takes at least its time alone (tests/test_recommend.py)
+    return np.array(ttft), np.array(tpot)
 
 
 def bounds(cands, wl, spec, hw, gpus, fw, prof, slo_ttft_ms, slo_tpot_ms, pct) -> tuple[dict, dict]:
