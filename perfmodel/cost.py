@@ -65,7 +65,7 @@ def _expert_gemm_s(spec, layout, hw, n_loc, prof, fw: Framework = DEFAULT_FRAMEW
     factor = getattr(prof, "moe_factor", None)
     if factor is not None:
         mode, split = ("ep", layout.ep) if layout.ep > 1 else ("tp", layout.tp)
-        f = factor(fw.name, spec.weight_dtype, mode, split, m_e)
+        f = factor(fw.name, spec.weight_dtype, mode, split, m_e, getattr(fw, "moe_kernel", ""))
         if f is not None:
             t = t * f
     return t

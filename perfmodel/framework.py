@@ -50,6 +50,10 @@ class Framework:
     # which engine's kernels these are: picks the engine's fused-MoE table in a calibrated profile
     # (profile `moe` section, keyed by framework; unknown names use its fallback)
     name: str = "vllm"
+    # a non-default fused-MoE kernel family where the engine has several for a weight format: "" the
+    # default, "marlin" what vLLM's VLLM_MXFP4_USE_MARLIN=1 selects for mxfp4 on Hopper (default there:
+    # the triton OAI kernel). Picks the profile's "<format>_<kernel>" table; the format's own without one
+    moe_kernel: str = ""
 
     def __post_init__(self):
         if not 0 < self.gpu_memory_utilization <= 1:

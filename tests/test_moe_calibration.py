@@ -106,3 +106,25 @@ def test_writer_keeps_other_bytes():
     assert once.startswith(text.rstrip()[:-1].rstrip()) and json.loads(once)["moe"] == sec
     assert cal.with_section(once, sec) == once  # rewriting replaces, never duplicates
     assert dataclasses.replace(PROF).moe  # the section survives dataclasses.replace (derived profiles)
+
+
+def test_marlin_kernel_family_is_its_own_table():
+    """Regression (issue 14): vLLM's mxfp4 table mixed the triton OAI rows with Marlin rows; Marlin (what
+    VLLM_MXFP4_USE_MARLIN=1 selects, InferenceX's gpt-oss script) is fitted apart and picked by
+    Framework.moe_kernel. Its measured prefill cost is ~2x the triton kernel's from 64 rows per expert."""
+    from simulator.validate.harness import harness
+    from simulator.validate.rows import Case
+
+    m = PROF.data["moe"]["frameworks"]["vllm"]
+    assert all("marlin" not in k for k in m["w4a16_mxfp4"]["kernels"])
+    assert all("marlin" in k for k in m["w4a16_mxfp4_marlin"]["kernels"])
+    spec, lay = _spec(2880, 2880, 128, 4, "mxfp4"), cal.layout_of(8, 1)
+    big, small = np.array([8192.0]), np.array([4.0])
+    fw, marlin = framework_preset("vllm"), dataclasses.replace(framework_preset("vllm"), moe_kernel="marlin")
+    assert cost._expert_gemm_s(spec, lay, HW, big, PROF, marlin)[0] > 1.5 * cost._expert_gemm_s(spec, lay, HW, big, PROF, fw)[0]
+    assert cost._expert_gemm_s(spec, lay, HW, small, PROF, marlin)[0] < 1.5 * cost._expert_gemm_s(spec, lay, HW, small, PROF, fw)[0]
+    # an unknown kernel family keeps the format's own table
+    odd = dataclasses.replace(fw, moe_kernel="nonesuch")
+    assert cost._expert_gemm_s(spec, lay, HW, big, PROF, odd)[0] == cost._expert_gemm_s(spec, lay, HW, big, PROF, fw)[0]
+    case = Case(0, "x", "vllm", "0.11.0", "openai/gpt-oss-120b", "h100", "mxfp4", "tp=8", 8, 1024, 1024, 4, 4, 40.0, 4.0)
+    assert harness(case).moe_kernel == "marlin"

@@ -41,19 +41,23 @@ READER = ("aic-core/rust/aiconfigurator-core/src/perf_database/table_view.rs:899
 
 # which table each serving framework's kernels come from, per aiconfigurator quant mode: the
 # version nearest the e2e runs (vLLM 0.18 / 0.11 rows; TRT-LLM 1.0-1.3 rows). vLLM's only
-# Hopper W4A16 mxfp4 rows (gpt-oss' triton OAI mxfp4 kernel) are in 0.24.0.
+# Hopper W4A16 mxfp4 rows are in 0.24.0, from two kernel families that are fitted apart: the triton
+# OAI kernel (gpt-oss shapes; vLLM's default on Hopper when triton_kernels is installed) and Marlin
+# (a Kimi-K3 shape; what VLLM_MXFP4_USE_MARLIN=1 selects). A key "<quant>_<kernel>" is that kernel
+# family's table (Framework.moe_kernel picks it); the third item filters kernel_source (None: all).
 SOURCES = {
-    "vllm": {"bfloat16": ("vllm", "0.19.0"), "fp8_block": ("vllm", "0.19.0"),
-             "w4a16_mxfp4": ("vllm", "0.24.0")},
-    "trtllm": {"bfloat16": ("trtllm", "1.3.0rc20"), "fp8_block": ("trtllm", "1.3.0rc20"), "w4a16_mxfp4": ("trtllm", "1.3.0rc20")},
+    "vllm": {"bfloat16": ("vllm", "0.19.0", None), "fp8_block": ("vllm", "0.19.0", None),
+             "w4a16_mxfp4": ("vllm", "0.24.0", "oaitriton"), "w4a16_mxfp4_marlin": ("vllm", "0.24.0", "marlin")},
+    "trtllm": {"bfloat16": ("trtllm", "1.3.0rc20", None), "fp8_block": ("trtllm", "1.3.0rc20", None),
+               "w4a16_mxfp4": ("trtllm", "1.3.0rc20", None)},
 }
 # ModelSpec.weight_dtype -> aiconfigurator quant mode. fp8 -> fp8_block: the fp8 MoE checkpoints
 # served (Qwen3-*-FP8, MiniMax-M2.5, DeepSeek) are 128x128 block-scaled. Per-tensor fp8 tables are
-# not committed (no model here maps to them; the shipped profile must stay < 200 kB).
+# not committed (no model here maps to them; the shipped profile must stay < 210 kB).
 WEIGHT_DTYPE_MAP = {"bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp4"}
 MODEL_DTYPE = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "w4a16_mxfp4": "mxfp4"}
 FALLBACK_FRAMEWORK = "vllm"  # sglang runs the same triton fused_moe family as vLLM
-MAX_SPLIT = 32  # larger splits clamp to 32 (keeps the shipped profile < 200 kB)
+MAX_SPLIT = 32  # larger splits clamp to 32 (keeps the shipped profile < 210 kB)
 MARKER = ',\n "moe": '  # the section is written as the profile\'s last key
 X_STEP = 1.0  # log2 m_e grid step
 # model shapes whose measured points are committed for the tests (hidden, inter, experts, topk)
@@ -81,11 +85,13 @@ def formula_s(hidden, inter, experts, topk, weight_dtype, moe_tp, moe_ep, num_to
     return t, m_e
 
 
-def read_rows(data_dir: Path, backend: str, version: str, quant: str):
+def read_rows(data_dir: Path, backend: str, version: str, quant: str, kernel: str | None = None):
     import pandas as pd
     d = pd.read_parquet(Path(data_dir) / backend / version / "moe_perf.parquet")
-    d = d[(d.moe_dtype == quant) & (d.distribution == "balanced")
+    d = d[(d.moe_dtype == quant.split("_marlin")[0]) & (d.distribution == "balanced")
           & ((d.moe_tp_size == 1) | (d.moe_ep_size == 1))]
+    if kernel:
+        d = d[d.kernel_source.str.contains(kernel)]
     return d[np.maximum(d.moe_tp_size, d.moe_ep_size) <= MAX_SPLIT]
 
 
@@ -135,11 +141,11 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
     }
     for fw, quants in SOURCES.items():
         section["frameworks"][fw] = {}
-        for quant, (backend, version) in quants.items():
-            d = read_rows(data_dir, backend, version, quant)
+        for quant, (backend, version, kernel) in quants.items():
+            d = read_rows(data_dir, backend, version, quant, kernel)
             if d.empty:
                 continue
-            d = _with_formula(d, quant, hw, prof)
+            d = _with_formula(d, quant.split("_marlin")[0], hw, prof)
             res = d.log_ratio - d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
             section["frameworks"][fw][quant] = {
                 "file": DATA_PATH.format(system=system, backend=backend, version=version),

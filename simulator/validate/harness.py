@@ -38,6 +38,7 @@ class Harness:
     length_ratio: float  # lengths uniform in [ratio x L, L] (1.0: fixed)
     hbm_gb: float | None
     async_scheduling: bool = False  # vLLM's --async-scheduling (host work overlapped with the GPU step)
+    moe_kernel: str = ""  # a non-default fused-MoE kernel family (perfmodel.framework.Framework.moe_kernel)
 
 
 def source_of(case: Case) -> str:
@@ -83,4 +84,7 @@ def harness(case: Case, framework: str | None = None) -> Harness:
     eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=seqs)
     kv = "fp8" if "llama-3.1-70b" in case.model.lower() else "bf16"  # 70b_fp8_h100_docker.sh:15
     # async scheduling: on in the InferenceX scripts of Oct-Dec 2025 and the default of vLLM 0.18 (frameworks.md)
-    return Harness(src, eng, kv, 10, 0.8, hbm_gb, async_scheduling=True)
+    # gpt-oss: the script exports VLLM_MXFP4_USE_MARLIN=1 (gptoss_fp4_h100.sh @ InferenceX 843c6254, line 35):
+    # Marlin W4A16 MoE kernels instead of vLLM's default triton OAI kernel on Hopper
+    moe = "marlin" if "gpt-oss" in case.model.lower() else ""
+    return Harness(src, eng, kv, 10, 0.8, hbm_gb, async_scheduling=True, moe_kernel=moe)

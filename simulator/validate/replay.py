@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 
+from perfmodel.framework import framework_preset
 from simulator.run import RunSpec, run
 from simulator.workload.workload import make_workload
 
@@ -71,7 +72,11 @@ def replay(case: Case, seed: int = 0, framework: str | None = None, **fields) ->
     """Simulate the row's benchmark; means over the measured requests. `framework`: replay it under
     that framework's scheduler and defaults instead of the row's own."""
     h = harness(case, framework)
-    r = run(workload_of(case, h, seed), run_spec(case, h, **fields))
+    rs = run_spec(case, h, **fields)
+    fw = None
+    if h.moe_kernel:  # the harness's non-default MoE kernel family on the framework's preset
+        fw = dataclasses.replace(framework_preset(rs.framework, rs.framework_version), moe_kernel=h.moe_kernel)
+    r = run(workload_of(case, h, seed), rs, framework=fw)
     req = r.requests
     done = req[req["status"] == "completed"]
     return Replayed(case, float(done["ttft_ms"].mean()), float(done["tpot_ms"].mean()),
