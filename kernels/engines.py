@@ -14,6 +14,7 @@ import torch
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS, SIDP_HYSTERESIS_DECISIONS
 from perfmodel.layout import ParallelLayout
 
+from .disagg import apply_disagg
 from .dist import device, make_group
 from .dp import apply_dp
 from .ep import apply_ep
@@ -28,7 +29,7 @@ from .sp import apply_sp
 from .tp import apply_tp
 from .tpsp import apply_tpsp
 
-STRATEGIES = ("tp", "pp", "sp", "tpsp", "dp", "ep", "shift", "sidp", "seesaw", "flying")
+STRATEGIES = ("tp", "pp", "sp", "tpsp", "dp", "ep", "shift", "sidp", "seesaw", "flying", "disagg")
 
 
 @dataclasses.dataclass
@@ -119,6 +120,10 @@ def build(strategy: str, spec, rank: int, world_size: int, layout: ParallelLayou
     """A step function for `strategy` on this rank: step(batch) -> StepResult."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: one of {', '.join(STRATEGIES)}")
+    if strategy == "disagg":  # two TP instances (prefill ranks, then decode ranks), not one layout
+        model = build_model(spec, seed, dtype or torch.float32, device())
+        inner = apply_disagg(model, rank, world_size, opts.get("prefill_tp"), opts.get("decode_tp"))
+        return lambda b: StepResult(*inner(b))
     layout = layout or default_layout(strategy, world_size)
     if layout.world_size != world_size:
         raise ValueError(f"layout {layout} needs {layout.world_size} ranks, the world has {world_size}")

@@ -17,6 +17,7 @@ import sys
 from perfmodel.layout import LayoutError, ParallelLayout
 
 from .checks import expected_bytes, make_spec, run_check
+from .disagg import layouts as disagg_layouts
 from .engines import STRATEGIES, default_layout
 
 TOLERANCE = 2e-5  # fp32 logits of O(1): see docs/kernels.md for why
@@ -40,6 +41,8 @@ def parse(argv=None):
                    "perfmodel.sidp.b_star)")
     p.add_argument("--sidp-hysteresis", type=int, default=1, help="SiDP: switch after the other mode won this "
                    "many decisions running (serving default: perfmodel.knobs.SIDP_HYSTERESIS_DECISIONS)")
+    p.add_argument("--prefill-tp", type=int, help="disagg: TP of the prefill ranks (default: world/2)")
+    p.add_argument("--decode-tp", type=int, help="disagg: TP of the decode ranks (default: the rest)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="compare logits with the single-device model")
     p.add_argument("--tolerance", type=float, default=TOLERANCE)
@@ -56,6 +59,8 @@ def check_kwargs(a) -> dict:
         kw["layout"] = ParallelLayout.parse(a.layout)
     if a.strategy == "shift":
         kw["threshold"] = a.threshold
+    if a.strategy == "disagg":
+        kw.update(prefill_tp=a.prefill_tp, decode_tp=a.decode_tp)
     if a.strategy == "sidp":
         kw.update(mode=a.sidp_mode, b_star=a.b_star, hysteresis=a.sidp_hysteresis)
     return kw
@@ -68,7 +73,8 @@ def _worker(rank, world_size, kw):
 def report(results: list, a, kw) -> int:
     """Print the per-step table (times: slowest rank; bytes: busiest rank) and the verdict."""
     spec = make_spec(a.model)
-    layout = kw.get("layout") or default_layout(a.strategy, len(results))
+    layout = kw.get("layout") or (default_layout(a.strategy, len(results)) if a.strategy != "disagg" else
+                                  "prefill {} -> decode {}".format(*disagg_layouts(spec, len(results), a.prefill_tp, a.decode_tp)))
     print(f"strategy {a.strategy}  model {a.model}  world {len(results)}  layout {layout}  script {kw['script']}")
     if a.strategy == "shift":
         print(f"shift config tp={layout.sp * layout.tp} in SP_TP order {layout.shift_tp_order()}, "
@@ -105,7 +111,10 @@ def main(argv=None) -> int:
     try:
         kw = check_kwargs(a)
         spec = make_spec(a.model)
-        (kw.get("layout") or default_layout(a.strategy, a.world_size)).validate(spec, a.world_size)
+        if a.strategy == "disagg":  # two TP instances: prefill ranks, then decode ranks
+            disagg_layouts(spec, a.world_size, a.prefill_tp, a.decode_tp)
+        else:
+            (kw.get("layout") or default_layout(a.strategy, a.world_size)).validate(spec, a.world_size)
     except (LayoutError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

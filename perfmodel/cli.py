@@ -12,6 +12,7 @@ import sys
 
 from .calibration.profile import resolve_profile
 from .cliutil import run_cli
+from .deploy import cluster
 from .framework import DEFAULT_FRAMEWORK, FRAMEWORKS, for_hardware, framework_preset, with_knobs
 from .hardware import hardware_names, load_hardware
 from .knobs import SHIFT_THRESHOLD_TOKENS
@@ -48,6 +49,9 @@ def _explain(spec, hw, prof, fw, args, out) -> None:
             for k, v in terms.items():
                 if v > 0:
                     how = src(k) if src else "datasheet roofline / Framework defaults"
+                    if lay.world_size > hw.gpus_per_node and k in ("all_reduce", "all_gather", "all_to_all",
+                                                                  "send_recv"):  # groups spanning nodes
+                        how += "; inter-node legs: perfmodel/network.py, NIC datasheet (docs/multinode.md)"
                     print(f"  {k:16s} {1e3 * v:9.3f} ms  {100 * v / total:5.1f}%  <- {how}", file=out)
 
 
@@ -61,6 +65,7 @@ def estimate_main(args, out=None) -> int:
     weights = args.weights or ("fp8" if hw.has_fp8 else "bf16")  # as simulate: fp8 where the GPU has fp8
     spec = load_model(args.model, weights=weights, kv=args.kv_dtype)
     prof = resolve_profile(hw, args.profile)
+    hw, args.gpus = cluster(hw, args.nodes, args.gpus_per_node, args.gpus)  # node size used; total GPUs
     setup = {"weights": weights, "framework": args.framework, "framework_version": args.framework_version,
              "gpu_memory_utilization": fw.gpu_memory_utilization,
              "step_overhead_ms": round(1e3 * fw.step_overhead_s, 9)}  # what every row was computed with
@@ -116,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Closed-form TTFT, TPOT, saturated throughput and max context per strategy.")
     e.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
     e.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())}) or TOML path")
-    e.add_argument("--gpus", type=int, default=8, help="GPUs of one node to deploy on")
+    e.add_argument("--gpus", type=int, help="GPUs to deploy on in all, at most nodes x gpus-per-node "
+                   "(default: 8); with --nodes or --gpus-per-node and no --gpus, every GPU of the cluster")
+    e.add_argument("--nodes", type=int, default=1, help="nodes, joined by the preset's NICs (docs/multinode.md)")
+    e.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's, at most that)")
     e.add_argument("--weights", choices=("bf16", "fp8"), help="weight dtype (default: fp8 where the hardware has fp8, "
                    "else bf16)")
     e.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache dtype")
@@ -133,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--framework-version", help="where a default changed between versions (vLLM >= 0.18: async "
                    "scheduling, no exposed host time per step)")
     e.add_argument("--strategies", default="dp,tp,sp,shift",
-                   help="comma list of dp,tp,pp,sp,shift,ep and the dynamic sidp,seesaw,flying (their rows say which "
+                   help="comma list of dp,tp,pp,sp,shift,ep and the dynamic sidp,seesaw,flying,disagg (their rows say which "
                         "layout / mode each number is for); layouts like tp=2,pp=4 are separated by ';'")
     e.add_argument("--threshold", type=int, default=SHIFT_THRESHOLD_TOKENS,
                    help="Shift's token threshold in batched tokens per step (perfmodel/knobs.py SHIFT_THRESHOLD_TOKENS "

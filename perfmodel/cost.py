@@ -11,10 +11,12 @@ import dataclasses
 
 import numpy as np
 
-from . import ops
+from . import mla, ops
 from .batch import StepBatch, micro_batch
-from .comm import ep_replicated, padded_tokens, step_calls
+from .comm import ep_replicated, padded_tokens, placed, step_calls
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
+from .knobs import moe_ep_imbalance
+from .network import spanning_time_s
 
 TERMS = ("gemm", "attention", "elementwise", "all_reduce", "all_gather", "all_to_all",
          "reduce_scatter", "send_recv", "pipeline_bubble", "overhead")
@@ -36,19 +38,22 @@ class StepCost:
         return {k: float(np.asarray(v).ravel()[index or 0]) for k, v in self.terms.items()}
 
 
-def expert_gemm_formula_s(spec, layout, hw, n_loc, prof):
+def expert_gemm_formula_s(spec, layout, hw, n_loc, prof, imbalance: float = 1.0):
     """(seconds, m_e) of the routed-expert FFN of one MoE layer on one GPU as per-expert GEMMs of the
-    hit experts (uncalibrated formula; m_e = rows per hit expert under uniform routing)."""
+    hit experts (uncalibrated formula; m_e = rows per hit expert under uniform routing). `imbalance`
+    (EP only): the busiest rank is routed `imbalance` x the mean rows on the experts uniform routing
+    would hit there (skew concentrates rows on popular experts: more rows per expert, never more experts
+    hit, so decode's weight reads stay those of uniform routing and prefill's FLOPs grow)."""
     E, k, d = spec.num_experts, spec.experts_per_token, spec.hidden_size
     if layout.ep > 1:  # experts split over EP ranks, full width; tokens from the whole EP group
         # (all of the instance's tokens when EP lies inside the TP group: they are replicated there)
         n_group = n_loc if ep_replicated(layout) else n_loc / layout.tp * layout.ep
         experts_here, width = E / layout.ep, spec.intermediate_size
     else:  # experts TP-sharded: every GPU holds 1/tp of every expert
-        n_group, experts_here, width = n_loc, E, spec.intermediate_size / layout.tp
+        n_group, experts_here, width, imbalance = n_loc, E, spec.intermediate_size / layout.tp, 1.0
     hit = 1.0 - (1.0 - k / E) ** n_group  # chance an expert gets >= 1 token (uniform routing)
     active = np.maximum(experts_here * hit, 1e-9)
-    rows = n_group * k * experts_here / E  # routed rows landing on this GPU
+    rows = n_group * k * experts_here / E * imbalance  # routed rows landing on the busiest GPU
     m_e = rows / active
     wd = spec.weight_dtype
     # a fused MoE kernel (vLLM's fused_moe) is one launch over the hit experts: the same FLOPs and
@@ -60,8 +65,11 @@ def expert_gemm_formula_s(spec, layout, hw, n_loc, prof):
 def _expert_gemm_s(spec, layout, hw, n_loc, prof, fw: Framework = DEFAULT_FRAMEWORK):
     """Routed-expert FFN of one MoE layer on one GPU: the formula above, times the profile's measured
     fused-MoE slowdown for fw's kernels and the weight format (profile `moe` section,
-    perfmodel/calibration/moe.py) where the profile has one; else the formula alone."""
-    t, m_e = expert_gemm_formula_s(spec, layout, hw, n_loc, prof)
+    perfmodel/calibration/moe.py) where the profile has one; else the formula alone. Under EP the busiest
+    rank gets fw.moe_imbalance x the mean routed rows (None: knobs.moe_ep_imbalance(ep); the profile's
+    factor was fitted on balanced routing, so it applies on top)."""
+    imb = fw.moe_imbalance if fw.moe_imbalance is not None else moe_ep_imbalance(layout.ep)
+    t, m_e = expert_gemm_formula_s(spec, layout, hw, n_loc, prof, imb)
     factor = getattr(prof, "moe_factor", None)
     if factor is not None:
         mode, split = ("ep", layout.ep) if layout.ep > 1 else ("tp", layout.tp)
@@ -76,10 +84,14 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework):
     tp, sp = layout.tp, layout.sp
     d, dh, wd = spec.hidden_size, spec.head_dim, spec.weight_dtype
     n_loc = padded_tokens(tokens, sp) / sp
-    q_tp = spec.num_heads // tp * dh
-    kv_tp = max(1, spec.num_kv_heads // tp) * dh
-    gemm = (ops.gemm_time_s(n_loc, q_tp + 2 * kv_tp, d, wd, hw, prof)
-            + ops.gemm_time_s(n_loc, d, q_tp, wd, hw, prof))
+    if spec.is_mla:  # q_a/kv_a replicated, q_b/o over heads (kv_b: in attention, perfmodel/mla.py)
+        q_tp, kv_tp = mla.ew_widths(spec, tp)
+        gemm = mla.proj_gemm_s(spec, tp, n_loc, hw, prof)
+    else:
+        q_tp = spec.num_heads // tp * dh
+        kv_tp = max(1, spec.num_kv_heads // tp) * dh
+        gemm = (ops.gemm_time_s(n_loc, q_tp + 2 * kv_tp, d, wd, hw, prof)
+                + ops.gemm_time_s(n_loc, d, q_tp, wd, hw, prof))
     if moe:
         gemm = gemm + ops.gemm_time_s(n_loc, spec.num_experts, d, "bf16", hw, prof)  # router
         gemm = gemm + _expert_gemm_s(spec, layout, hw, n_loc, prof, fw)
@@ -115,6 +127,9 @@ def _layer_attention_s(spec, layout, hw, batch: StepBatch, prof):
         dkv = dkv * (1 - win_frac) + np.minimum(dkv, batch.decode_seqs * w) * win_frac
         pairs = pairs * (1 - win_frac) + np.minimum(pairs, batch.prefill_tokens * w) * win_frac
         pkv = pkv * (1 - win_frac) + np.minimum(pkv, batch.prefill_seqs * w + batch.prefill_tokens) * win_frac
+    if spec.is_mla:  # latent KV, non-absorbed prefill / absorbed decode (no SP: layout.validate refuses it)
+        return mla.attention_s(spec, layout.tp, batch, pairs, pkv, dkv, hw, prof,
+                               _any(batch.prefill_seqs), _any(batch.decode_seqs))
     t = np.zeros(np.shape(batch.decode_seqs))
     if _any(batch.prefill_seqs):  # (skipped for decode-only steps: the simulator's hot path)
         t = t + ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
@@ -131,8 +146,14 @@ def _stage_layers(spec, layout) -> tuple[int, int]:
 
 
 def _collective_s(c, layout, hw, prof, fw: Framework):
-    """Seconds of one Call entry (all its calls) on the stage."""
-    if c.op == "all_reduce":
+    """Seconds of one Call entry (all its calls) on the stage; a group spanning nodes (ranks placed
+    node-major, hw.gpus_per_node per node) is costed hierarchically by perfmodel.network."""
+    c = placed(c, layout, hw.gpus_per_node)
+    if c.nodes > 1:
+        t = spanning_time_s(c, hw, prof)
+        if c.where.startswith("ulysses"):
+            t = t + np.where(np.asarray(c.size_bytes) > 0, fw.eager_op_overhead_s, 0.0)
+    elif c.op == "all_reduce":
         t = ops.all_reduce_time_s(c.size_bytes, c.group, hw, prof, custom=fw.custom_all_reduce)
     else:
         t = ops.collective_time_s(c.op, c.size_bytes, c.group, hw, prof)
@@ -194,14 +215,18 @@ def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework) -> dict:
     return terms
 
 
-def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> StepCost:
+def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
+              moe_imbalance: float | None = None) -> StepCost:
     """Time of one engine step of one instance: every scheduled sequence advances by its new tokens.
 
     PP: the batch is split into m = min(pp, seqs) micro-batches, the largest pacing the pipeline;
     in steady state the pipeline holds pp micro-batches in flight, so a step takes pp stage-times
     of the largest micro-batch, (pp - m) of them idle
     (pipeline_bubble). m = pp re-reads each stage's weights pp times per step (SYSTEMS.md 1).
+    `moe_imbalance`: busiest EP rank's routed rows / mean (Framework.moe_imbalance; None keeps fw's).
     """
+    if moe_imbalance is not None:
+        fw = dataclasses.replace(fw, moe_imbalance=moe_imbalance)
     pp = layout.pp
     if pp > 1:
         m = np.clip(np.minimum(pp, batch.seqs), 1, None)

@@ -91,8 +91,12 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
     s = strategy.strip().lower()
     if gpus < 1:
         raise LayoutError(f"--gpus {gpus} must be >= 1")
-    if gpus > hw.gpus_per_node:
-        raise LayoutError(f"--gpus {gpus} exceeds the {hw.gpus_per_node} GPUs of a {hw.name} node")
+    multi = gpus > hw.gpus_per_node  # ranks placed node-major over ceil(gpus / gpus_per_node) nodes
+    if multi and not hw.has_network:
+        raise LayoutError(f"--gpus {gpus} exceeds the {hw.gpus_per_node} GPUs of a {hw.name} node and {hw.name} "
+                          f"has no inter-node network (nic_bw_gbs = 0 in its preset)")
+    if multi and s in ("tp", "pp", "sp", "shift"):
+        return _per_node(s, spec, hw, gpus, fw, threshold_tokens)
     if "=" in s:
         lay = ParallelLayout.parse(s)
         inst = lay.gpus_per_instance
@@ -120,7 +124,65 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
     else:
         raise LayoutError(f"unknown strategy {strategy!r}: dp, tp, pp, sp, shift, ep or a layout like tp=2,pp=4")
     lay.validate(spec, gpus)
+    if multi:
+        _check_aligned(instance_layout(lay).gpus_per_instance, hw)
     return Deployment(s, lay, memory.plan(spec, instance_layout(lay), hw, fw))
+
+
+def _check_aligned(inst: int, hw) -> None:
+    """Over several nodes every instance must sit alike (inside one node, or on whole nodes), so that
+    one StepTable, costed for the instance on GPUs 0..inst-1, serves them all."""
+    g = hw.gpus_per_node
+    if inst % g and g % inst:
+        raise LayoutError(f"an instance of {inst} GPUs neither divides nor fills whole {g}-GPU nodes: "
+                          f"its instances would straddle nodes unevenly; use a multiple or divisor of {g}")
+
+
+def _per_node(s: str, spec, hw, gpus: int, fw, threshold_tokens: int) -> Deployment:
+    """tp, pp, sp and shift on several nodes: the single-node deployment on each node, DP across
+    nodes (TP or SP over the NICs is slow; --policy layout --layout tp=16 asks for it by name). A
+    model one node cannot hold gets tp/pp/sp over the fewest whole nodes that hold it."""
+    g = hw.gpus_per_node
+    if gpus % g:
+        raise LayoutError(f"{s} on {gpus} GPUs: several nodes run one {s} instance per node, so --gpus must be "
+                          f"a multiple of the {g} GPUs of a {hw.name} node")
+    one = deployment(s, spec, hw, g, fw, threshold_tokens)
+    nodes = gpus // g
+    for k in range(2, nodes + 1):  # nodes per instance, while one node's instance does not fit
+        if one.plan.fits or s == "shift" or nodes % k:
+            continue
+        try:
+            lay = ParallelLayout(**{s: k * g}).validate(spec)
+            one = Deployment(s, lay, memory.plan(spec, lay, hw, fw))
+        except LayoutError:
+            pass
+    nodes = gpus // one.base.gpus_per_instance
+    shift = dataclasses.replace(one.shift, dp=nodes) if one.shift is not None else None
+    return dataclasses.replace(one, base=dataclasses.replace(one.base, dp=nodes), shift=shift)
+
+
+def cluster(hw, nodes: int = 1, gpus_per_node: int | None = None, gpus: int | None = None,
+            default_gpus: int = 8):
+    """(hw with gpus_per_node = the node size used, total GPUs) of `nodes` x `gpus_per_node` GPUs:
+    `gpus` (the GPUs the deployment uses) defaults to all of them on several nodes, else
+    `default_gpus`; more than nodes x gpus_per_node, or several nodes without a network, raise."""
+    per = hw.gpus_per_node if gpus_per_node is None else gpus_per_node
+    if nodes < 1:
+        raise LayoutError(f"--nodes {nodes} must be >= 1")
+    if not 1 <= per <= hw.gpus_per_node:
+        raise LayoutError(f"--gpus-per-node {per}: a {hw.name} node has 1 to {hw.gpus_per_node} GPUs")
+    if nodes > 1 and not hw.has_network:
+        raise LayoutError(f"--nodes {nodes}: {hw.name} has no inter-node network in its preset (nic_bw_gbs = 0), "
+                          f"so multi-node layouts are refused; use one node or a preset with a NIC (h100, h200)")
+    if gpus is None:  # a cluster named by --nodes or --gpus-per-node is used whole
+        gpus = nodes * per if nodes > 1 or gpus_per_node is not None else default_gpus
+    if gpus < 1:
+        raise LayoutError(f"--gpus {gpus} must be >= 1")
+    if gpus > nodes * per:
+        more = -(-gpus // per)
+        raise LayoutError(f"--gpus {gpus} exceeds the {nodes * per} GPUs of {nodes} x {per}-GPU {hw.name} "
+                          f"node{'s' if nodes > 1 else ''}" + (f"; add --nodes {more}" if hw.has_network else ""))
+    return (hw if per == hw.gpus_per_node else dataclasses.replace(hw, gpus_per_node=per)), gpus
 
 
 def instance_layout(lay: ParallelLayout) -> ParallelLayout:

@@ -117,7 +117,7 @@ def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_token
 # Dynamic strategies. Each row holds the same keys as a static one; `mode` says which layout / mode
 # each number was computed under and `note` what the closed form leaves out (simulate replays them).
 
-DYNAMIC = ("sidp", "seesaw", "flying")
+DYNAMIC = ("sidp", "seesaw", "flying", "disagg")
 SIDP_CACHE_SLOTS = 2  # the simulator's sidp defaults (simulator/policies/sidp/policy.py)
 
 
@@ -268,8 +268,8 @@ def _flying(spec, hw, gpus, I, O, prof, fw, limits, max_len) -> dict:
                           f"{gpus} GPUs hold one unit: nothing to bind; use --strategies tp") from None
     unit, n = instance_layout(dep.base), dep.instances
     widths = []
-    for k in (2, 4, 8):  # aligned contiguous groups (simulator/policies/flying/config.py WIDTHS)
-        if k <= n and n % k == 0:
+    for k in (2, 4, 8):  # aligned contiguous groups inside a node (simulator/policies/flying/config.py WIDTHS)
+        if k <= n and n % k == 0 and hw.gpus_per_node % (k * unit.tp) == 0:
             try:
                 ParallelLayout(tp=k * unit.tp).validate(spec)
                 widths.append(k)
@@ -291,15 +291,24 @@ def _flying(spec, hw, gpus, I, O, prof, fw, limits, max_len) -> dict:
                 sat["concurrency"])
 
 
+def _disagg(spec, hw, gpus, I, O, prof, fw, limits, max_len) -> dict:
+    """Disaggregated prefill/decode pools (default split): perfmodel.disagg.estimate_row says how."""
+    from .disagg import estimate_row
+
+    return estimate_row(spec, hw, gpus, I, O, prof, fw, limits, max_len)
+
+
 def estimate_dynamic(strategy: str, spec, hw, gpus: int, input_tokens: int, output_tokens: int, prof=None,
                      fw: Framework = DEFAULT_FRAMEWORK, limits: SchedulerLimits | None = None,
                      max_len: int | None = None) -> dict:
-    """A row for sidp, seesaw or flying (keys as estimate's, plus `mode` and `note`)."""
+    """A row for sidp, seesaw, flying or disagg (keys as estimate's, plus `mode` and `note`)."""
     if gpus < 1 or gpus > hw.gpus_per_node:
         deployment("tp", spec, hw, gpus, fw)  # the static strategies' words for a bad --gpus
+    if gpus > hw.gpus_per_node and strategy in ("sidp", "seesaw"):
+        raise LayoutError(f"{strategy} runs on one node ({hw.gpus_per_node} GPUs); --gpus {gpus} spans several")
     if strategy != "flying" and gpus < 2:
         raise LayoutError(f"{strategy} needs at least 2 GPUs (got --gpus {gpus})")
     limits = limits or vllm_default_limits(hw)
     max_len = max_len or spec.max_model_len
-    fn = {"sidp": _sidp, "seesaw": _seesaw, "flying": _flying}[strategy]
+    fn = {"sidp": _sidp, "seesaw": _seesaw, "flying": _flying, "disagg": _disagg}[strategy]
     return {"strategy": strategy, **fn(spec, hw, gpus, input_tokens, output_tokens, prof, fw, limits, max_len)}

@@ -54,8 +54,13 @@ class Framework:
     # default, "marlin" what vLLM's VLLM_MXFP4_USE_MARLIN=1 selects for mxfp4 on Hopper (default there:
     # the triton OAI kernel). Picks the profile's "<format>_<kernel>" table; the format's own without one
     moe_kernel: str = ""
+    # busiest EP rank's routed rows / the mean (expert-load imbalance, perfmodel/knobs.py); None: the
+    # default per EP degree, knobs.moe_ep_imbalance (aiconfigurator's power_law_1.01); 1.0: uniform routing
+    moe_imbalance: float | None = None
 
     def __post_init__(self):
+        if self.moe_imbalance is not None and self.moe_imbalance < 1:
+            raise ValueError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (busiest rank / mean)")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         for f in ("step_overhead_s", "eager_op_overhead_s", "misc_kernel_floor_s", "reserve_bytes",

@@ -13,9 +13,11 @@ MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_le
                 "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 DEFAULT_MAX_MODEL_LEN = 2048  # vLLM's assumption (with a warning) when a config has none of the keys
 
-# Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): K/V are one low-rank latent per token, so
-# GQA's kv_size and q/k/v/o shapes are wrong for it. Costed with issue 18; refused until then.
+# Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2/K2.5): K/V are one low-rank latent per token
+# (kv_lora_rank + qk_rope_head_dim elements a layer), read into the ModelSpec MLA fields (issue 18; costs:
+# perfmodel/mla.py, docs/mla.md). q_lora_rank may be null (DeepSeek-V2-Lite: q projected directly).
 MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+MLA_NEEDED = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 # MoE families whose every decoder layer is MoE with no shared expert (HF modeling_*.py). MiniMax-M2
 # (M2, M2.1, M2.5): Mixtral's layout with sigmoid routing; its per-expert width is `intermediate_size`,
@@ -63,12 +65,27 @@ def derived_max_model_len(cfg: dict) -> int:
 
 
 def check_modelled(cfg: dict, name: str) -> None:
-    """Raise ValueError naming the first field whose structure the cost model does not cover yet."""
-    for k in MLA_KEYS:
-        if cfg.get(k):
-            raise ValueError(f"{name}: MLA attention ({k}={cfg[k]}) is not modelled yet (issue 18); its KV "
-                             f"cache is one latent per token, not K/V heads, so costs would be wrong "
-                             f"(modelspec.param_count still counts its parameters)")
+    """Raise ValueError naming the first field whose structure the cost model does not cover: an MLA
+    config missing one of the shapes the latent needs (MLA_NEEDED) is not read as GQA."""
+    if any(cfg.get(k) for k in MLA_KEYS):
+        for k in MLA_NEEDED:
+            if not cfg.get(k):
+                raise ValueError(f"{name}: MLA config (it has {', '.join(x for x in MLA_KEYS if cfg.get(x))}) "
+                                 f"lacks {k}={cfg.get(k)!r}, which the latent KV and its costs need")
+
+
+def mla_fields(cfg: dict) -> dict:
+    """ModelSpec MLA fields of a (text) config; {} for a GQA one. The MTP modules of DeepSeek-V3/R1
+    (num_nextn_predict_layers: 1, 14B with its own embedding) are not decoder layers, run only for
+    speculative decoding, and are neither counted nor costed (the model card's 671B leaves them out too)."""
+    if not cfg.get("kv_lora_rank"):
+        return {}
+    nope, rope = int(cfg["qk_nope_head_dim"]), int(cfg["qk_rope_head_dim"])
+    # num_kv_heads = num_heads (HF DeepSeek configs say num_key_value_heads = 128): after the K/V
+    # up-projection every head has its own K (nope+rope = 192 dims, head_dim) and V (v_head_dim)
+    return dict(kv_lora_rank=int(cfg["kv_lora_rank"]), q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+                qk_nope_head_dim=nope, qk_rope_head_dim=rope, v_head_dim=int(cfg["v_head_dim"]),
+                head_dim=nope + rope, num_kv_heads=int(cfg["num_attention_heads"]))
 
 
 def moe_fields(cfg: dict, mt: str, layers: int, name: str) -> dict:
@@ -80,8 +97,10 @@ def moe_fields(cfg: dict, mt: str, layers: int, name: str) -> dict:
     topk = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
     ffn = int(cfg.get("intermediate_size") or 0)
     if cfg.get("n_routed_experts"):
-        # DeepSeek-MoE/V2/V3, Kimi-K2: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq
-        # == 0; HF runs the n_shared_experts as one MLP of width n_shared x moe_intermediate_size
+        # DeepSeek-MoE/V2/V3/R1, Kimi-K2/K2.5 (deepseek_v3, kimi_k2): layer i is MoE when i >=
+        # first_k_dense_replace and i % moe_layer_freq == 0 (the first ones are dense, intermediate_size wide);
+        # HF runs the n_shared_experts as one MLP of width n_shared x moe_intermediate_size; the router's
+        # e_score_correction_bias (one float per expert) is not counted
         first = int(cfg.get("first_k_dense_replace") or 0)
         freq = int(cfg.get("moe_layer_freq") or 1)
         moe_ffn = int(cfg["moe_intermediate_size"])
@@ -156,7 +175,7 @@ def sliding_fields(cfg: dict, mt: str, layers: int, name: str) -> tuple[int, int
 
 
 def spec_fields(cfg: dict, name: str = "") -> dict:
-    """ModelSpec keyword arguments (all but the dtypes) of a parsed config.json; no MLA check."""
+    """ModelSpec keyword arguments (all but the dtypes) of a parsed config.json (MLA fields included)."""
     cfg = text_config(cfg)
     mt = cfg.get("model_type", "")
     name = config_name(cfg, name)
@@ -179,17 +198,6 @@ def spec_fields(cfg: dict, name: str = "") -> dict:
         # transformers' Gemma*Config defaults it to True, every other family here to False
         sliding_window=window, num_sliding_layers=n_sliding,
         attention_chunk_tokens=int(cfg.get("attention_chunk_size") or 0) if mt.startswith("llama4") else 0)
-    return {**fields, **moe_fields(cfg, mt, layers, name)}
+    check_modelled(cfg, name)
+    return {**fields, **moe_fields(cfg, mt, layers, name), **mla_fields(cfg)}
 
-
-def mla_attn_params_per_layer(cfg: dict) -> int:
-    """Parameters of one MLA attention layer (HF DeepseekV3Attention), norms of the latents included."""
-    cfg = text_config(cfg)
-    d, nh = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-    rope, nope, v = int(cfg["qk_rope_head_dim"]), int(cfg["qk_nope_head_dim"]), int(cfg["v_head_dim"])
-    q_rank, kv_rank = int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"])
-    # q: d -> q_rank (+ its RMSNorm) -> nh*(nope+rope), or d -> nh*(nope+rope) when q_lora_rank is null
-    q = d * q_rank + q_rank + q_rank * nh * (nope + rope) if q_rank else d * nh * (nope + rope)
-    # kv_a_proj_with_mqa: d -> kv_rank + rope (shared rope key); kv_a_layernorm; kv_b_proj: kv_rank -> nh*(nope+v)
-    kv = d * (kv_rank + rope) + kv_rank + kv_rank * nh * (nope + v)
-    return q + kv + nh * v * d  # o_proj: nh*v -> d

@@ -5,6 +5,8 @@ Shift threshold was once 512 in the kernels and 256 everywhere else).
 """
 from __future__ import annotations
 
+import math
+
 # Shift Parallelism: a step with more batched tokens than this runs the base (SP x TP) config, one
 # with this many or fewer the shift (TP) config. ArcticInference's docs (shift parallelism page)
 # give 256; its code default is 512. We keep 256: every published Shift figure we reproduce
@@ -25,3 +27,23 @@ SIDP_B_STAR_CONTEXT_TOKENS = 1024
 # KV cache block in tokens: vLLM's default block_size on CUDA (the simulator's EngineConfig and the
 # kernels' paged cache use the same block).
 KV_BLOCK_TOKENS = 16
+
+# Expert-load imbalance under EP: the busiest EP rank receives this many times the mean routed rows
+# (max / mean over EP ranks). Default: aiconfigurator's MoE workload_distribution default
+# 'power_law_1.01' (ai-dynamo/aiconfigurator@095f58a5, collector/helper.py _generate_power_law_distribution:
+# per-expert loads ~ x^-1.01 on [1, 0.8 x tokens], scaled to tokens x top-k, capped at tokens, no EPLB),
+# which we sampled (1000 draws, 4096 tokens, 256 experts top-8 as DeepSeek-V3) and averaged max/mean per
+# EP degree: EP 16 gives 1.89 (1.77 at 1024 tokens, 2.01 at 16384). Other expert counts use the same
+# table (an approximation; pass moe_imbalance= to step_cost, or --moe-imbalance, to set it; 1.0 = uniform).
+MOE_EP_IMBALANCE_POWER_LAW = {1: 1.0, 2: 1.089, 4: 1.238, 8: 1.479, 16: 1.893, 32: 2.594, 64: 3.775,
+                              128: 5.705, 256: 8.205}
+
+
+def moe_ep_imbalance(ep: int) -> float:
+    """Default busiest-rank / mean routed rows at EP degree `ep` (table above, log2-linear between)."""
+    keys = sorted(MOE_EP_IMBALANCE_POWER_LAW)
+    x = min(max(math.log2(max(ep, 1)), 0.0), math.log2(keys[-1]))
+    lo = 2 ** math.floor(x)
+    hi = min(lo * 2, keys[-1])
+    a, b = MOE_EP_IMBALANCE_POWER_LAW[lo], MOE_EP_IMBALANCE_POWER_LAW[hi]
+    return a + (b - a) * (x - math.log2(lo))

@@ -131,6 +131,10 @@ class ParallelLayout:
         if spec is None:
             return self
         h, hkv, shards = spec.num_heads, spec.num_kv_heads, self.tp * self.sp
+        if self.sp > 1 and getattr(spec, "is_mla", False):
+            raise LayoutError(f"{spec.name}: sp={self.sp} (Ulysses) over MLA attention (kv_lora_rank="
+                              f"{spec.kv_lora_rank}) is not modelled: its all-to-alls would move per-head K/V, "
+                              f"but the cache holds one latent per token; use tp or dp")
         if h % shards:
             raise LayoutError(f"{spec.name}: num_heads={h} is not divisible by tp*sp={shards} "
                               f"(tp={self.tp}, sp={self.sp})")

@@ -40,7 +40,8 @@ def weight_bytes_per_gpu(spec, layout, ffn_owner_group: int = 1) -> float:
     b = spec.weight_bytes_per_param
     layers = max(layout.layers_per_stage(spec.num_layers))
     frac = layers / spec.num_layers
-    attn = spec.num_layers * spec.attn_params_per_layer * frac / tp * b
+    rep = spec.attn_params_replicated_per_layer  # MLA's q_a/kv_a: whole on every TP rank (0 for GQA)
+    attn = spec.num_layers * ((spec.attn_params_per_layer - rep) / tp + rep) * frac * b
     routed = spec.num_moe_layers * spec.num_experts * spec.ffn_params(spec.intermediate_size)
     ffn_other = spec.ffn_params_total - routed
     ffn = (ffn_other / tp + routed / (layout.ep if layout.ep > 1 else tp)) * frac * b
@@ -53,8 +54,12 @@ def weight_bytes_per_gpu(spec, layout, ffn_owner_group: int = 1) -> float:
 
 def kv_bytes_per_token_per_gpu(spec, layout) -> float:
     """K and V of one token on one GPU: its stage's layers x its KV heads (replicated when
-    tp*sp > KV heads) x 2 x head_dim x bytes."""
+    tp*sp > KV heads) x 2 x head_dim x bytes. MLA: the whole latent, (kv_lora_rank + rope) x bytes per
+    layer, on every TP rank (vLLM and SGLang replicate it over TP: it has no heads to split); attention
+    DP splits sequences, not tokens (each DP rank is its own instance), so no layout term divides it."""
     layers = max(layout.layers_per_stage(spec.num_layers))
+    if spec.is_mla:
+        return float(layers * spec.kv_elems_per_token_per_layer * spec.kv_bytes_per_elem)
     kvh = layout.kv_heads_per_gpu(spec.num_kv_heads)
     return 2.0 * layers * kvh * spec.head_dim * spec.kv_bytes_per_elem
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from .hfconfig import (MLA_KEYS, check_modelled, config_name, derived_max_model_len,  # noqa: F401 (re-export)
-                       mla_attn_params_per_layer, spec_fields, text_config)
+                       spec_fields, text_config)
 
 MODELS_DIR = Path(__file__).parent / "models"
 
@@ -46,6 +46,14 @@ HF_IDS = {
     "qwen/qwen3-235b-a22b": "qwen3-235b-a22b",
     "qwen/qwen3-235b-a22b-fp8": "qwen3-235b-a22b",
     "minimaxai/minimax-m2.5": "minimax-m2.5",
+    # deepseek-v3.json, deepseek-r1.json, kimi-k2.5.json: byte-identical copies of aiconfigurator's
+    # deepseek-ai--DeepSeek-V3_config.json, deepseek-ai--DeepSeek-R1_config.json and
+    # moonshotai--Kimi-K2.5_config.json (same commit and folder). DeepSeek's checkpoint is block-scaled fp8
+    # (one fp32 scale per 128x128 block: +0.02%, not counted): weights="fp8" gives its bytes. Kimi-K2.5's
+    # text_config (kimi_k2) is read, its vision tower not counted; its int4 routed experts are not modelled.
+    "deepseek-ai/deepseek-v3": "deepseek-v3",
+    "deepseek-ai/deepseek-r1": "deepseek-r1",
+    "moonshotai/kimi-k2.5": "kimi-k2.5",
 }
 
 
@@ -76,6 +84,14 @@ class ModelSpec:
     # attention, which it is while a request's context stays within one chunk; runs refuse longer
     # requests naming the field (simulator: reject reason, estimate: error) until it is modelled
     attention_chunk_tokens: int = 0
+    # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2; 0: GQA). The KV cache holds one latent of
+    # kv_lora_rank + qk_rope_head_dim elements per token per layer; head_dim = nope + rope (q/k width),
+    # num_kv_heads = num_heads (K/V after the up-projection). Costs: perfmodel/mla.py, docs/mla.md
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0  # 0: q projected straight from the hidden state (no q_a/q_b low rank)
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
 
@@ -90,6 +106,10 @@ class ModelSpec:
         for f in ("weight_dtype", "kv_dtype"):
             if getattr(self, f) not in DTYPE_BYTES:
                 raise ValueError(f"model {self.name}: {f}={getattr(self, f)!r} not one of {sorted(DTYPE_BYTES)}")
+        if self.kv_lora_rank and min(self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim) <= 0:
+            raise ValueError(f"model {self.name}: MLA (kv_lora_rank={self.kv_lora_rank}) needs qk_nope_head_dim="
+                             f"{self.qk_nope_head_dim}, qk_rope_head_dim={self.qk_rope_head_dim}, "
+                             f"v_head_dim={self.v_head_dim} all > 0")
         if self.num_experts and not (0 < self.experts_per_token <= self.num_experts):
             raise ValueError(f"model {self.name}: experts_per_token={self.experts_per_token} "
                              f"must be in 1..num_experts={self.num_experts}")
@@ -107,6 +127,10 @@ class ModelSpec:
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
     # ---- parameter counts (elements) ---------------------------------------------------
     @property
     def q_size(self) -> int:
@@ -118,10 +142,24 @@ class ModelSpec:
 
     @property
     def attn_params_per_layer(self) -> int:
-        """q, k, v, o projections (+ biases): d*(q + 2kv) + q*d."""
+        """GQA: q, k, v, o projections (+ biases): d*(q + 2kv) + q*d. MLA: replicated + per-head part."""
         d = self.hidden_size
+        if self.is_mla:
+            h, nope, v = self.num_heads, self.qk_nope_head_dim, self.v_head_dim
+            # q_b: q_rank -> h*(nope+rope) (or q_proj d -> h*(nope+rope)); kv_b: kv_rank -> h*(nope+v); o: h*v -> d
+            q_b = (self.q_lora_rank or d) * h * self.head_dim
+            return self.attn_params_replicated_per_layer + q_b + self.kv_lora_rank * h * (nope + v) + h * v * d
         bias = (self.q_size + 2 * self.kv_size) if self.qkv_bias else 0
         return d * (self.q_size + 2 * self.kv_size) + self.q_size * d + bias
+
+    @property
+    def attn_params_replicated_per_layer(self) -> int:
+        """Attention parameters every TP rank holds whole (0 for GQA): MLA's down-projections, which are
+        not split over heads: q_a d x q_rank + its RMSNorm, kv_a d x (kv_rank + rope) + its RMSNorm."""
+        if not self.is_mla:
+            return 0
+        d, qr, kvr = self.hidden_size, self.q_lora_rank, self.kv_lora_rank
+        return d * qr + qr + d * (kvr + self.qk_rope_head_dim) + kvr
 
     def ffn_params(self, width: int) -> int:
         """SwiGLU FFN: gate + up (d x f each) and down (f x d)."""
@@ -185,8 +223,16 @@ class ModelSpec:
 
     def flops_per_token(self, context_len: float = 0.0) -> float:
         """Forward FLOPs for one token at position `context_len`: 2 x matmul params
-        plus attention 4 * q_size * context per layer (QK^T and PV)."""
-        return 2.0 * self.matmul_params_per_token + 4.0 * self.q_size * self.attended_tokens(context_len)
+        plus attention attn_flops_per_pair * context per layer (QK^T and PV)."""
+        return 2.0 * self.matmul_params_per_token + self.attn_flops_per_pair * self.attended_tokens(context_len)
+
+    @property
+    def attn_flops_per_pair(self) -> float:
+        """FLOPs of one query-key pair over all heads: GQA 2*h*d_h (QK^T) + 2*h*d_h (PV); MLA in its
+        non-absorbed (prefill) form 2*h*(nope+rope) + 2*h*v (the absorbed decode form: perfmodel/mla.py)."""
+        if self.is_mla:
+            return 2.0 * self.num_heads * (self.head_dim + self.v_head_dim)
+        return 4.0 * self.q_size
 
     def attended_tokens(self, context_len: float) -> float:
         """Sum over layers of the keys one query attends to, divided by layers (window-aware)."""
@@ -195,14 +241,22 @@ class ModelSpec:
         return (full * context_len + self.num_sliding_layers * win) / self.num_layers
 
     @property
+    def kv_elems_per_token_per_layer(self) -> int:
+        """Cached elements of one token in one layer: GQA K and V, 2 * h_kv * d_h; MLA one latent,
+        kv_lora_rank + qk_rope_head_dim (no K/V factor 2, no heads: 512 + 64 = 576 for DeepSeek-V3)."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.kv_size
+
+    @property
     def kv_bytes_per_token(self) -> float:
-        """K and V of one token over all layers: 2 * L * h_kv * d_h * b_kv (full-attention layers;
-        sliding layers hold at most `sliding_window` tokens, see kv_bytes_for_context)."""
-        return 2.0 * self.num_layers * self.kv_size * self.kv_bytes_per_elem
+        """KV of one token over all layers: L * kv_elems_per_token_per_layer * b_kv (full-attention
+        layers; sliding layers hold at most `sliding_window` tokens, see kv_bytes_for_context)."""
+        return float(self.num_layers * self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem)
 
     def kv_bytes_for_context(self, context_len: float) -> float:
         """KV bytes of one sequence of `context_len` tokens (sliding layers capped at the window)."""
-        per_layer_tok = 2.0 * self.kv_size * self.kv_bytes_per_elem
+        per_layer_tok = self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem
         full = self.num_layers - self.num_sliding_layers
         win = min(context_len, self.sliding_window) if self.sliding_window else context_len
         return per_layer_tok * (full * context_len + self.num_sliding_layers * win)
@@ -225,21 +279,15 @@ def resolve_max_model_len(spec: ModelSpec, requested: int | None) -> int:
 
 def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
     """Build a ModelSpec from a parsed Hugging Face config.json (families: see hfconfig); ValueError
-    naming the field when the config has structure the cost model does not cover (MLA)."""
+    naming the field when the config has structure the cost model does not cover."""
     name = config_name(text_config(cfg), name)
-    check_modelled(text_config(cfg), name)  # first, so the MLA field is what a DeepSeek config is refused for
     return ModelSpec(**spec_fields(cfg, name), weight_dtype=weights, kv_dtype=kv)
 
 
 def param_count(cfg: dict) -> tuple[int, int]:
-    """(total, active) parameters of a config.json, as ModelSpec.num_params / num_active_params count
-    them, also for configs from_config refuses (MLA attention counted with its own shapes). A function
-    rather than a load flag: it gives counts only, so no ModelSpec with GQA costs for MLA can escape."""
+    """(total, active) parameters of a config.json, as ModelSpec.num_params / num_active_params count them."""
     spec = ModelSpec(**spec_fields(cfg))
-    extra = 0
-    if any(text_config(cfg).get(k) for k in MLA_KEYS):
-        extra = spec.num_layers * (mla_attn_params_per_layer(cfg) - spec.attn_params_per_layer)
-    return spec.num_params + extra, spec.num_active_params + extra
+    return spec.num_params, spec.num_active_params
 
 
 def preset_names() -> list[str]:

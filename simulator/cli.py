@@ -1,7 +1,7 @@
 """`simulate`: replay a trace through engines driven by a parallelism policy.
 
     simulate --trace burstgpt.csv --policy shift [--layout tp=2,pp=4] [--model M] [--hardware H]
-             [--gpus N] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
+             [--gpus N] [--nodes N --gpus-per-node G] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
              [--max-model-len L] [--gpu-memory-utilization U] [--step-overhead-ms MS]
              [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR] [--seed S] [--rate-scale k]
              [--time-window a:b] [--plot] [--compare tp,dp,layout:tp=2,pp=4,shift:threshold=128]
@@ -25,8 +25,9 @@ import os
 import sys
 from pathlib import Path
 
+from perfmodel.deploy import cluster
 from perfmodel.framework import DEFAULT_FRAMEWORK
-from perfmodel.hardware import hardware_names
+from perfmodel.hardware import hardware_names, load_hardware
 from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import preset_names
@@ -100,7 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "(--layout is for one policy)")
     p.add_argument("--model", default="llama-3.3-70b", help=f"preset ({', '.join(preset_names())}), HF id or config.json")
     p.add_argument("--hardware", default="h200", help=f"preset ({', '.join(hardware_names())})")
-    p.add_argument("--gpus", type=int, default=8, help="GPUs of one node the deployment uses")
+    p.add_argument("--gpus", type=int, help="GPUs the deployment uses in all, at most nodes x gpus-per-node "
+                   "(default: 8); with --nodes or --gpus-per-node and no --gpus, every GPU of the cluster")
+    p.add_argument("--nodes", type=int, default=1, help="nodes of the cluster, joined by the preset's NICs; ranks "
+                   "are placed node-major (docs/multinode.md)")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's, at most that)")
     p.add_argument("--weights", choices=("bf16", "fp8"), help="default: fp8 where the hardware has fp8, else bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache data type")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
@@ -163,12 +168,15 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
                        reserve_full_prompt=args.reserve_full_prompt, max_model_len=args.max_model_len,
                        enable_prefix_caching=False if args.no_prefix_caching else None)
     pargs = policy_args_of(args.policy_arg) if policy_args is None else tuple(policy_args)
+    if args.gpus is None:  # every GPU of the cluster --nodes / --gpus-per-node name (8 on one node)
+        args.gpus = cluster(load_hardware(args.hardware), args.nodes, args.gpus_per_node)[1]
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
                    kv_dtype=args.kv_dtype, profile=args.profile, layout=layout or args.layout,
                    policy_args=pargs, engine=eng, router=args.router,
                    max_concurrency=args.max_concurrency, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                    gpu_memory_utilization=args.gpu_memory_utilization, step_overhead_ms=args.step_overhead_ms,
-                   framework=args.framework, framework_version=args.framework_version)
+                   framework=args.framework, framework_version=args.framework_version, nodes=args.nodes,
+                   gpus_per_node=args.gpus_per_node)
 
 
 def run_one(policy: str, args, workload, layout: str | None = None,

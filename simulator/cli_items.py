@@ -19,13 +19,26 @@ def policy_args_of(items) -> tuple:
     return tuple(out)
 
 
+def _split_outside_parens(text: str) -> list[str]:
+    """Split on commas outside parentheses: disagg's pools keep theirs, prefill=2x(tp=2,pp=2)."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth <= 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    return parts + ["".join(cur)]
+
+
 def compare_items(text: str) -> list[tuple[str, str | None, tuple]]:
     """--compare 'tp,layout:tp=2,pp=4,shift:threshold=128' -> [('tp', None, ()), ('layout', 'tp=2,pp=4', ()),
     ('shift', None, (('threshold', '128'),))]: what follows a policy after ':' (a comma list, so it takes
     the '=' tokens after it) is its own: keys the policy takes as knobs are its arguments (sidp's tp, dp
     included), the other layout keys (tp, pp, sp, dp, ep) its layout."""
     items: list[list] = []
-    for tok in filter(None, (t.strip() for t in text.split(","))):
+    for tok in filter(None, (t.strip() for t in _split_outside_parens(text))):
         if "=" in tok and ":" not in tok:
             if not items or items[-1][1] is None:
                 raise ValueError(f"--compare {text!r}: {tok!r} is not a policy; a layout or knob follows its "

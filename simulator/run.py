@@ -12,7 +12,7 @@ import functools
 from pathlib import Path
 
 from perfmodel.calibration.profile import resolve_profile
-from perfmodel.deploy import layout_name
+from perfmodel.deploy import cluster, layout_name
 from perfmodel.framework import check_knobs, for_hardware, framework_preset, with_knobs
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
@@ -34,7 +34,7 @@ class RunSpec:
     policy: str = "shift"
     model: str = "llama-3.3-70b"  # preset, HF id or config.json
     hardware: str = "h200"
-    gpus: int = 8
+    gpus: int = 8  # GPUs the deployment uses in all, placed node-major: at most nodes x gpus_per_node
     weights: str | None = None  # None: fp8 where the hardware has fp8 tensor cores, else bf16
     kv_dtype: str = "bf16"
     profile: str | None = None  # None: the hardware's calibrated profile; "none": datasheet; a name or path
@@ -52,6 +52,8 @@ class RunSpec:
     # (perfmodel.framework.FRAMEWORKS). None: the engine's scheduler says which
     framework: str | None = None
     framework_version: str | None = None  # where a default changed (vLLM >= 0.18: async scheduling)
+    nodes: int = 1  # nodes of the cluster (> 1 needs a preset with an inter-node network; docs/multinode.md)
+    gpus_per_node: int | None = None  # None: the preset's; fewer models a partly used node
 
     def __post_init__(self):
         check_knobs(self.gpu_memory_utilization, self.step_overhead_ms)
@@ -149,6 +151,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     hw, prof = hardware_and_profile(rs.hardware, rs.profile)
     if rs.hbm_gb is not None:
         hw = dataclasses.replace(hw, hbm_bytes=float(rs.hbm_gb) * 1e9)
+    hw, _ = cluster(hw, rs.nodes, rs.gpus_per_node, rs.gpus)  # rs.gpus fits nodes x gpus_per_node, or one line
     # default: fp8 where the GPU has fp8 tensor cores, else bf16. fp8 asked for on a GPU without them
     # runs as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or ("fp8" if hw.has_fp8 else "bf16")

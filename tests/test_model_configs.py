@@ -73,9 +73,16 @@ def test_deepseek_v3_moe_structure_read():
     assert (f["intermediate_size"], f["shared_expert_size"], f["dense_intermediate_size"]) == (2048, 2048, 18432)
 
 
-def test_deepseek_v3_mla_refused_with_field_named():
-    with pytest.raises(ValueError, match=r"MLA attention \(kv_lora_rank=512\) is not modelled yet \(issue 18\)"):
-        load_model(str(FIXTURES / "deepseek-v3.json"))
+def test_deepseek_v3_mla_read():
+    # issue 18: MLA is modelled (tests/test_mla.py has its counts and costs); before, it was refused
+    spec = load_model(str(FIXTURES / "deepseek-v3.json"))
+    assert spec.is_mla and (spec.kv_lora_rank, spec.q_lora_rank, spec.head_dim) == (512, 1536, 192)
+
+
+def test_incomplete_mla_config_refused_with_field_named():
+    c = {k: v for k, v in cfg("deepseek-v3").items() if k != "v_head_dim"}
+    with pytest.raises(ValueError, match=r"MLA config .* lacks v_head_dim=None"):
+        spec_fields(c)
 
 
 def test_deepseek_moe_without_mla_loads(tmp_path):
@@ -137,15 +144,14 @@ def test_unknown_structure_refused(change, field):
         spec_fields({**cfg("qwen3-30b-a3b"), **change})
 
 
-@pytest.mark.parametrize("cli", ["perfmodel", "simulate"])
-def test_clis_refuse_mla_with_one_line_exit_2(cli, capsys):
+def test_cli_refuses_sp_over_mla_with_one_line(capsys):
+    # issue 18: MLA models run; Ulysses SP over one is refused naming the field (layout.validate)
     from perfmodel.cli import main as perfmodel_main
-    from simulator.cli import main as simulate_main
     model = str(FIXTURES / "deepseek-v3.json")
-    rc = perfmodel_main(["estimate", "--model", model]) if cli == "perfmodel" else simulate_main(["--model", model])
+    rc = perfmodel_main(["estimate", "--model", model, "--strategies", "sp=8", "--format", "json"])
     cap = capsys.readouterr()
-    assert rc == 2 and cap.out == "", (rc, cap.out, cap.err)
-    assert cap.err.startswith("error: ") and cap.err.count("\n") == 1 and "kv_lora_rank=512" in cap.err
+    assert rc == 2 and cap.out == "" and cap.err.startswith("error: ") and cap.err.count("\n") == 1
+    assert "sp=8 (Ulysses) over MLA attention (kv_lora_rank=512)" in cap.err
 
 
 def test_llama4_chunked_attention_is_refused_past_one_chunk(capsys, tmp_path):

@@ -60,7 +60,8 @@ class Arrivals:
         for pos in range(len(arrivals)):
             if arrivals[pos] > env.now:
                 yield from self._wait_until(arrivals[pos])
-            self.in_flight += self.issue(pos, True)
+            issued = self.issue(pos, True)  # (issue may end the request at once: finished() runs first)
+            self.in_flight += issued
         self._flush(math.inf)
 
     def _closed(self):
@@ -76,5 +77,6 @@ class Arrivals:
             if arrivals[pos] > env.now:
                 yield from self._wait_until(arrivals[pos])
                 at_boundary = True
-            self.in_flight += self.issue(pos, at_boundary)
+            issued = self.issue(pos, at_boundary)  # (a front door may reject it inside: finished() ran)
+            self.in_flight += issued
         self._flush(math.inf)

@@ -14,6 +14,7 @@ import numpy as np
 import simpy
 
 from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
+from perfmodel.layout import LayoutError
 from perfmodel.modelspec import resolve_max_model_len
 from perfmodel.steptable import StepTable
 from simulator.engine.config import EngineConfig
@@ -25,6 +26,11 @@ from simulator.results.records import RequestRecords, StepRecords
 
 from .arrivals import Arrivals
 from .router import ROUTERS, Router
+
+
+# policies whose engines share one node's host memory or weight cache (Seesaw's CPU KV store, SiDP's
+# weight sharing over NVLink): refused on several nodes rather than run across the NICs unmodelled
+SINGLE_NODE_POLICIES = ("seesaw", "sidp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +94,9 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     sees each engine once built (e.g. to add step hooks that check invariants)."""
     fw, ec = cfg.framework, cfg.engine
     max_model_len = resolve_max_model_len(spec, ec.max_model_len)
+    if cfg.gpus > hw.gpus_per_node and cfg.policy in SINGLE_NODE_POLICIES:
+        raise LayoutError(f"--policy {cfg.policy} runs on one node ({hw.gpus_per_node} GPUs); {cfg.gpus} GPUs span "
+                          f"several: run it with --nodes 1, or use shift, flying or a static policy")
     plans = POLICIES[cfg.policy](cfg.policy, cfg.layout, spec, hw, cfg.gpus, fw, dict(cfg.policy_args), prof=prof)
     limits = vllm_default_limits(hw)
     budget = ec.max_num_batched_tokens or limits.max_num_batched_tokens
@@ -151,8 +160,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency)
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):
-        if isinstance(e, Engine):
-            e.add_finish_hook(finished)
+        if isinstance(e, Engine) and getattr(p, "engine_cls", None) is None:  # (an engine its policy
+            e.add_finish_hook(finished)  # built reports completions itself: disagg's prefill ends no request)
         if getattr(p, "attach", None) is not None:  # a dynamic policy observes its engines
             p.attach(e)
         if on_engine is not None:

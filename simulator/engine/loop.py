@@ -122,7 +122,18 @@ class Engine:
 
     def fits(self, pos: int) -> bool:
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
-        return self.recs.total_tokens[pos] <= self.max_request_tokens
+        return self.holds(self.recs.input_tokens[pos], self.recs.total_tokens[pos], self.kv.capacity_tokens)
+
+    def holds(self, prompt: int, total: int, kv_tokens: int) -> bool:
+        """Whether a request of `prompt` tokens, `total` with its output, can run here with `kv_tokens` of
+        KV. Unchunked, vLLM needs the whole sequence in one step's budget (max_model_len <= max_num_batched_
+        tokens); TRT-LLM (reserve "request") only the context (max_num_tokens bounds a context iteration)."""
+        lim = self.limits
+        if lim.chunked_prefill:
+            return total <= kv_tokens
+        if lim.reserve == "request":
+            return total <= kv_tokens and prompt <= lim.chunk_cap
+        return total <= min(kv_tokens, lim.chunk_cap)
 
     def add_finish_hook(self, fn) -> None:
         self.finish_hooks.append(fn)

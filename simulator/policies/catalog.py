@@ -41,12 +41,13 @@ _FLY = "simulator/policies/flying/config.py (FlyingConfig)"
 _SIDP = "perfmodel/sidp.py (SiDPConfig)"
 _SIDP_POLICY = "simulator/policies/sidp/policy.py"
 _SEESAW = "simulator/policies/seesaw/policy.py"
+_DISAGG = "perfmodel/disagg.py (default_pools, pools_from_args)"
 
 STATIC_ABOUT = {
     "dp": "data parallel: one replica per smallest TP that holds the model, over all GPUs",
-    "tp": "tensor parallel over all GPUs (one instance)",
-    "pp": "pipeline parallel over all GPUs (one instance)",
-    "sp": "sequence parallel over all GPUs (one instance)",
+    "tp": "tensor parallel over all GPUs (one instance; on several nodes one per node, DP across them)",
+    "pp": "pipeline parallel over all GPUs (one instance; on several nodes one per node, DP across them)",
+    "sp": "sequence parallel over all GPUs (one instance; on several nodes one per node, DP across them)",
     "ep": "expert parallel over all GPUs, attention data parallel (MoE models only)",
     "layout": "the layout given with --layout (or layout:tp=2,pp=4 in --compare); DP fills the GPUs",
 }
@@ -58,6 +59,8 @@ ABOUT = {
     "sidp": "SiDP: DP replicas sharing FFN weights, switching WaS <-> CaS on the effective batch (SYSTEMS.md 3)",
     "seesaw": "Seesaw: prefill under c_p, decode under c_d, KV parked in host memory between phases (SYSTEMS.md 4)",
     "flying": "Flying Serving: DP units bound on the fly into TP groups (SYSTEMS.md 5)",
+    "disagg": "disaggregated prefill/decode: a prefill pool samples each first token, the KV moves (NVLink in a "
+              "node, NICs across) to a decode pool that generates the rest (DistServe, Splitwise, Mooncake, Dynamo)",
 }
 
 KNOBS: dict[str, tuple[Knob, ...]] = {
@@ -118,6 +121,13 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              "units per priority TP group; 0 = half the node", _FLY),
         Knob("low_load", "int", _field_default(FlyingConfig, "low_load"),
              "in-flight requests below which new requests run TP over all units; 0 = the number of units", _FLY),
+    ),
+    "disagg": (
+        Knob("prefill", "str", "half the GPUs (rounded down), laid out as --policy dp (one TP instance where "
+             "they hold one replica); the GPUs left when only decode is given",
+             "prefill pool: N x (instance layout), e.g. 2x(tp=2) or 1x(tp=2;pp=2)", _DISAGG),
+        Knob("decode", "str", "the other half, laid out the same way; the GPUs left when only prefill is given",
+             "decode pool: N x (instance layout), e.g. 1x(tp=4)", _DISAGG),
     ),
 }
 

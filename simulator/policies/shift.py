@@ -19,8 +19,9 @@ def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy
     that holds the model, SP over the rest)."""
     a = parse_args(policy_args, {"threshold": int, "base": str})
     thr = a.get("threshold", SHIFT_THRESHOLD_TOKENS)
-    dep = deployment("shift", spec, hw, gpus, fw, thr)
-    base = dep.base
+    dep = deployment("shift", spec, hw, gpus, fw, thr)  # on several nodes: one Shift engine per node
+    nodes, gpus = dep.base.dp, gpus // dep.base.dp
+    base = dataclasses.replace(dep.base, dp=1)
     note = ("" if "base" in a or layout else f"shift: base {base} chosen by memory (the smallest TP whose two "
             f"weight copies leave >= {SHIFT_MIN_KV_FRACTION:.0%} of usable memory for KV); --policy-arg base=... sets it")
     if "base" in a or layout:
@@ -31,6 +32,6 @@ def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy
     if not dep.plan.fits:
         raise LayoutError(f"{spec.name} does not fit Shift ({dep.describe()}) on {hw.name}: two weight copies "
                           f"take {(dep.plan.weight_bytes_per_gpu + dep.plan.extra_bytes_per_gpu) / 1e9:.1f} GB per GPU")
-    modes = {"base": base, "shift": dep.shift}
+    modes = {"base": base, "shift": dataclasses.replace(dep.shift, dp=1)}
     return [EnginePlan(modes, lambda t: "base" if t > thr else "shift", dep.plan.kv_capacity_tokens,
-                       tuple(range(gpus)), note)]
+                       tuple(range(i * gpus, (i + 1) * gpus)), note) for i in range(nodes)]

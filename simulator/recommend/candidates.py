@@ -97,7 +97,8 @@ def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candida
 def generate(spec, hw, gpus: int, fw, kinds=KINDS, prof=None) -> tuple[list[Candidate], list[tuple[str, str]]]:
     """(candidates, dropped (label, reason)). `kinds`: static and/or dynamic."""
     if gpus < 1 or gpus > hw.gpus_per_node:
-        raise LayoutError(f"--gpus {gpus}: a {hw.name} node has 1 to {hw.gpus_per_node} GPUs")
+        raise LayoutError(f"--gpus {gpus}: a {hw.name} node has 1 to {hw.gpus_per_node} GPUs (recommend searches "
+                          f"one node; several: simulate --nodes N --compare ...)")
     cands, dropped = [], []
     if "static" in kinds:
         lays, dropped = static_layouts(spec, hw, gpus, fw)

@@ -38,6 +38,12 @@ class RequestRecords:
         self.cached_tokens = np.zeros(n, dtype=np.int64)
         self.prefix_query_tokens = np.zeros(n, dtype=np.int64)
         self.prefix_hit_tokens = np.zeros(n, dtype=np.int64)
+        # disaggregated prefill/decode (--policy disagg): the prefill instance, the wait for decode KV
+        # (prefill end -> decode admission) and the KV transfer (perfmodel.disagg) of each request
+        self.disaggregated = False  # set by the run when the policy is disagg
+        self.prefill_engine = np.full(n, -1, dtype=np.int64)
+        self.kv_wait_s = np.full(n, np.nan)
+        self.kv_transfer_s = np.full(n, np.nan)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -59,6 +65,10 @@ class RequestRecords:
             df["cached_tokens"] = self.cached_tokens
             df["prefix_query_tokens"] = self.prefix_query_tokens
             df["prefix_hit_tokens"] = self.prefix_hit_tokens
+        if self.disaggregated:  # (only then, as the prefix-cache columns)
+            df["prefill_engine"] = self.prefill_engine
+            df["kv_wait_ms"] = 1e3 * self.kv_wait_s
+            df["kv_transfer_ms"] = 1e3 * self.kv_transfer_s
         df["queue_ms"] = 1e3 * (self.scheduled_s - self.issued_s)
         df["ttft_ms"] = 1e3 * (self.first_token_s - self.issued_s)
         df["e2el_ms"] = 1e3 * (self.finish_s - self.issued_s)

@@ -55,7 +55,7 @@ AXES = {  # grid key -> coordinate name
 DEFAULTS = {"layout": "", "rate_scale": 1.0, "model": "llama-3.3-70b", "hardware": "h200", "gpus": 8,
             "weights": None, "kv_dtype": "bf16", "max_concurrency": 0, "framework": "vllm"}  # weights None: as simulate, by hardware
 OPTIONS = ("profile", "slo_ttft_ms", "slo_tpot_ms", "seed", "engine", "max_model_len", "gpu_memory_utilization",
-           "step_overhead_ms")
+           "step_overhead_ms", "nodes", "gpus_per_node")  # nodes: the gpus axis is then the total (docs/multinode.md)
 COORDS = ("policy", "policy_args", "layout", "trace", "rate_scale", "model", "hardware", "gpus",
           "weights", "kv_dtype", "max_concurrency", "framework")
 

@@ -45,9 +45,18 @@ class Replayed:
         return self.tpot_ms / self.case.tpot_ms - 1.0
 
 
+MAX_REQUESTS = 10240  # measured requests replayed at most (20 x 512: every aggregated row in full); rows of C in the thousands (wide-EP disagg rows,
+# C up to 4916) replay fewer rounds, at least 2 (the means settle within a few rounds of a closed loop)
+
+
+def rounds(h: Harness, case: Case) -> int:
+    """Measured rounds of C requests replayed: the benchmark's, capped at MAX_REQUESTS in all."""
+    return max(2, min(h.rounds, MAX_REQUESTS // max(case.concurrency, 1)))
+
+
 def workload_of(case: Case, h: Harness, seed: int = 0):
     """rounds x C requests, all ready at 0 s: the closed loop issues them C at a time, in order."""
-    n = h.rounds * case.concurrency
+    n = rounds(h, case) * case.concurrency
     if h.length_ratio < 1.0:
         rng = np.random.default_rng(seed)
         isl = rng.integers(int(case.isl * h.length_ratio), case.isl + 1, n)
@@ -63,7 +72,10 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
     if loop in STEP_OVERHEAD_MS:
         fields.setdefault("step_overhead_ms", STEP_OVERHEAD_MS[loop])
 
-    return RunSpec(policy="layout", layout=case.layout, model=case.model, hardware=case.hardware, gpus=case.gpus,
+    if case.policy != "layout":  # disaggregated: the pools are the policy's arguments
+        fields.setdefault("policy_args", case.policy_args)
+    return RunSpec(policy=case.policy, layout=case.layout if case.policy == "layout" else None, model=case.model,
+                   hardware=case.hardware, gpus=case.gpus, nodes=case.nodes,
                    weights=case.weights, kv_dtype=h.kv_dtype, engine=h.engine, max_concurrency=case.concurrency,
                    hbm_gb=h.hbm_gb, **fields)
 

@@ -37,6 +37,10 @@ def summary(done: list[Replayed], skipped: list[Skip]) -> list[dict]:
     df = frame(done)
     sk = pd.Series([f"{s.backend} {s.model.split('/')[-1]}" for s in skipped], dtype=object)
     out = [_stats("all", df, len(skipped))]
+    if len(df) and df["group"].str.endswith(" disagg").any():  # the two kinds apart (issue 14's targets are
+        dis = df["group"].str.endswith(" disagg")  # over the aggregated rows, issue 18's over the disagg ones)
+        n_dis = sum(1 for s in skipped if "disagg" in s.id)
+        out += [_stats("all aggregated", df[~dis], len(skipped) - n_dis), _stats("all disaggregated", df[dis], n_dis)]
     for g in sorted(df["group"].unique()) if len(df) else []:
         prefix = " ".join(g.split(" ")[:2])
         out.append(_stats(g, df[df["group"] == g], int((sk == prefix).sum())))

@@ -42,10 +42,16 @@ class Case:
     batch_size: int  # the engine's max batch the deployment was set up for (the CSV's batch_size)
     ttft_ms: float  # measured means
     tpot_ms: float
+    # disaggregated rows: policy "disagg" with its pools ((prefill, "Nx(layout)"), (decode, ...)); nodes of
+    # the deployment (GPUs placed node-major, GPUS_PER_NODE a node)
+    policy: str = "layout"
+    policy_args: tuple = ()
+    nodes: int = 1
 
     @property
     def group(self) -> str:
-        return f"{self.backend} {self.model.split('/')[-1]} {self.hardware}"
+        mode = " disagg" if self.policy == "disagg" else ""
+        return f"{self.backend} {self.model.split('/')[-1]} {self.hardware}{mode}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +87,31 @@ def read_measurements(path) -> pd.DataFrame:
     return df
 
 
+GPUS_PER_NODE = {"h100": 8, "h200": 8, "b200": 8, "a100": 8}  # the HGX nodes the rows ran on
+
+
+def _is_moe(model: str) -> bool:
+    from perfmodel.modelspec import load_model
+    try:
+        return load_model(model).is_moe
+    except ValueError:
+        return False
+
+
+def _layout(r: dict, pre: str = "") -> tuple[str, int]:
+    """One engine's layout from the row's `<pre>tp_size` ... `<pre>moe_ep_size` columns, and its GPUs.
+    Attention DP (`attention_dp_size`) is our dp: DP attention ranks, each TP-sharded, with the MoE's EP
+    group spanning them (perfmodel.comm: EP over DP ranks dispatches with all_to_all)."""
+    tp, pp = _int(r.get(pre + "tp_size"), 1), _int(r.get(pre + "pp_size"), 1)
+    adp, ep = _int(r.get(pre + "attention_dp_size"), 1), _int(r.get(pre + "moe_ep_size"), 1)
+    if adp > 1 and ep <= 1 and _int(r.get(pre + "moe_tp_size")) == 0 and _is_moe(_text(r.get("model_path"))):
+        ep = adp * tp  # MoE split not recorded: vLLM's DP without --enable-expert-parallel shards the MoE
+        # over all DP x TP ranks (tensor-parallel experts); costed as EP over them (same bytes per GPU)
+    parts = ([f"dp={adp}"] if adp > 1 else []) + [f"tp={tp}"] + ([f"pp={pp}"] if pp > 1 else []) \
+        + ([f"ep={ep}"] if ep > 1 else [])
+    return ",".join(parts), adp * tp * pp
+
+
 def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     """Row `i` (a dict of the CSV's columns) as a Case, or a Skip saying why it cannot be replayed."""
     rid, backend, model = _text(r.get("id")), _text(r.get("backend")), _text(r.get("model_path"))
@@ -88,19 +119,24 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     def skip(reason: str) -> Skip:
         return Skip(i, rid, backend, model, reason)
 
-    if _text(r.get("mode")) != "agg":
-        return skip("disaggregated prefill/decode (issue 18)")
+    disagg = _text(r.get("mode")) == "disagg"
     hw = SYSTEMS.get(_text(r.get("system")))
     if hw is None:
         return skip(f"system {_text(r.get('system'))!r} has no hardware preset")
     quant = _text(r.get("gemm_quant_mode"))
     if quant not in WEIGHTS:
         return skip(f"weight format {quant!r} is not modelled")
-    tp, pp = _int(r.get("tp_size"), 1), _int(r.get("pp_size"), 1)
-    adp, ep = _int(r.get("attention_dp_size"), 1), _int(r.get("moe_ep_size"), 1)
-    if adp > 1:
-        return skip(f"attention DP {adp} with wide EP (issue 18)")
-    conc = _int(r.get("silicon_concurrency")) or _int(r.get("batch_size"))
+    policy, args = "layout", ()
+    if disagg:  # prefill and decode pools: <pre>num_workers engines of <pre>'s layout each (blank: 1)
+        (pl, pg), (dl, dg) = _layout(r, "prefill_"), _layout(r, "decode_")
+        pw, dw = _int(r.get("prefill_num_workers"), 1), _int(r.get("decode_num_workers"), 1)
+        policy, args = "disagg", (("prefill", f"{pw}x({pl})"), ("decode", f"{dw}x({dl})"))
+        layout, gpus = f"prefill {pw}x({pl}) decode {dw}x({dl})", pw * pg + dw * dg
+        batch = _int(r.get("decode_batch_size")) * dw
+    else:
+        layout, gpus = _layout(r)
+        batch = _int(r.get("batch_size"))
+    conc = _int(r.get("silicon_concurrency")) or batch
     try:
         isl, osl = _int(r.get("isl")), _int(r.get("osl"))
         ttft, tpot = float(r["silicon_ttft_ms"]), float(r["silicon_tpot_ms"])
@@ -112,9 +148,9 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     if not (ttft > 0 and tpot > 0):
         raise TraceError(source, f"{rid}: measured TTFT and TPOT must be > 0", line=i + 2,
                          field="silicon_ttft_ms")
-    layout = f"tp={tp}" + (f",pp={pp}" if pp > 1 else "") + (f",ep={ep}" if ep > 1 else "")
-    return Case(i, rid, backend, _text(r.get("backend_version")), model, hw, WEIGHTS[quant], layout, tp * pp,
-                isl, osl, conc, _int(r.get("batch_size")) or conc, ttft, tpot)
+    per_node = GPUS_PER_NODE.get(hw, 8)
+    return Case(i, rid, backend, _text(r.get("backend_version")), model, hw, WEIGHTS[quant], layout, gpus,
+                isl, osl, conc, batch or conc, ttft, tpot, policy, args, -(-gpus // per_node))
 
 
 def cases(df: pd.DataFrame, source: str = "<measurements>") -> tuple[list[Case], list[Skip]]:

@@ -67,7 +67,8 @@ def flying_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
     widths = []
     for k in WIDTHS:
         try:
-            if k <= n and n % k == 0:
+            # a group stays inside one node (aligned, dividing it): on several nodes Flying binds per node
+            if k <= n and n % k == 0 and hw.gpus_per_node % (k * unit.tp) == 0:
                 widths.append(ParallelLayout(tp=k * unit.tp).validate(spec) and k)
         except LayoutError:
             pass

@@ -1,0 +1,172 @@
+"""The disagg Coordinator: the cluster's front door, and the hand-over from prefill to decode.
+
+    arrival -> prefill instance (least outstanding tokens) -> prompt + first token (a plain Engine on
+    PrefillView: output capped at 1 token) -> global FIFO for decode KV -> decode instance with room
+    (least outstanding tokens) reserves prompt + output blocks -> KV transfer (perfmodel.disagg; one at a
+    time per prefill instance: its ports are the shared link) -> DecodeEngine generates the rest.
+
+First token: the prefill samples it; the client sees it when it reaches the decode instance with the KV
+(vLLM's P/D proxy, SGLang's PD router and Dynamo all stream from the decode side), so TTFT = queue +
+prefill + wait for decode KV + transfer; a request of one output token ends at its prefill.
+
+Backpressure: from its prefill's end until its transfer ends, a request's prompt KV stays in its
+prefill instance (the engine freed the blocks; the Coordinator takes as many out of the engine's
+KVBlocks with `resize`, at most the free ones, and gives them back after the transfer). When what is
+left cannot hold one of the instance's requests whole, the instance is held (Engine.hold: parked after
+its step in progress) until transfers give blocks back: a full decode pool stalls prefill, as in
+DistServe/Dynamo. Nothing is dropped: a request no instance can ever hold is rejected with a reason at
+dispatch; every other one ends completed.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+import simpy
+
+from perfmodel import disagg
+
+
+class PrefillView:
+    """The run's RequestRecords as a prefill instance sees them: at most 1 output token (the first, which
+    the prefill samples), its own generated / finish arrays, `engine` = the records' prefill_engine."""
+
+    def __init__(self, recs):
+        n = len(recs)
+        for name in ("request_id", "input_tokens", "priority", "arrival_s", "issued_s", "scheduled_s",
+                     "first_token_s", "preemptions", "prefix_blocks", "prefix_caching", "cached_tokens",
+                     "prefix_query_tokens", "prefix_hit_tokens"):
+            setattr(self, name, getattr(recs, name))
+        self.output_tokens = np.minimum(recs.output_tokens, 1)
+        self.total_tokens = (recs.input_tokens + self.output_tokens).tolist()
+        self.generated = np.zeros(n, dtype=np.int64)
+        self.finish_s = np.full(n, np.nan)  # its prefill's end
+        self.engine = recs.prefill_engine
+        self.reject_reason = recs.reject_reason
+
+    def __len__(self) -> int:
+        return len(self.input_tokens)
+
+
+class Coordinator:
+    """Routes requests over the prefill pool, hands them to the decode pool (mutable, one per run)."""
+
+    def __init__(self, spec, hw, prefill_layout, decode_layout, prefill_gpus: list, decode_gpus: list):
+        self.spec, self.hw, self.p_lay, self.d_lay = spec, hw, prefill_layout, decode_layout
+        self.p_gpus, self.d_gpus = prefill_gpus, decode_gpus
+        self.prefill: list = [None] * len(prefill_gpus)
+        self.decode: list = [None] * len(decode_gpus)
+        self.view = None
+        self.queue: deque = deque()  # (pos, prefill instance) waiting for decode KV, FIFO
+        self.parked: dict = {}  # pos -> blocks taken out of its prefill instance until its transfer ends
+        self.need: list = [[] for _ in prefill_gpus]  # per prefill instance: max-heap of (-tokens, pos)
+        self.done_prefill: set = set()
+        self.longest: list = [0] * len(prefill_gpus)  # per prefill instance: longest request it can hold
+        self.kv0: list = [0] * len(prefill_gpus)  # per prefill instance: its KV tokens before any parking
+        self.finished = None  # the cluster's completion callback
+        self.links = None
+
+    # ---- set-up ----------------------------------------------------------------------------------
+    def view_of(self, recs) -> PrefillView:
+        if self.view is None:
+            recs.disaggregated = True
+            self.view = PrefillView(recs)
+            self.recs = recs
+        return self.view
+
+    def attach_prefill(self, i: int, e, finished) -> None:
+        self.prefill[i], self.finished, self.env = e, finished, e.env
+        self.longest[i] = e.max_request_tokens  # before any KV is parked: what it can ever hold
+        self.kv0[i] = e.kv.capacity_tokens
+        if self.links is None:  # each prefill instance's outgoing ports: one transfer at a time
+            self.links = [simpy.Resource(e.env, capacity=1) for _ in self.p_gpus]
+        e.add_finish_hook(lambda pos: self._prefilled(i, pos))
+
+    def attach_decode(self, j: int, e) -> None:
+        self.decode[j] = e
+        e.queued = lambda: len(self.queue)
+        e.on_finish = self._decoded
+
+    # ---- front door ------------------------------------------------------------------------------
+    def fits(self, pos: int) -> bool:
+        return True  # dispatch rejects, with the reason, what no instance can hold
+
+    def dispatch(self, pos: int, at_boundary: bool = True) -> None:
+        r, v = self.recs, self.view
+        fit = [e for e in self.prefill if e.holds(v.input_tokens[pos], v.total_tokens[pos], self.kv0[e.index])]
+        if not fit or (r.output_tokens[pos] > 1 and not any(d.fits(pos) for d in self.decode)):
+            where = ("a prefill instance's KV" if not fit else "a decode instance's KV")
+            cap = max(self.longest) if not fit else max(d.capacity_tokens for d in self.decode)
+            r.reject_reason[pos] = f"disagg: longer than {where} ({cap} tokens)"
+            r.issued_s[pos] = self.env.now
+            self.finished(pos)
+            return
+        i = min(fit, key=lambda e: (e.outstanding_tokens, e.index)).index
+        heapq.heappush(self.need[i], (-v.total_tokens[pos], pos))
+        self.prefill[i].submit(pos, at_boundary)
+        self._check_hold(i)
+
+    # ---- prefill -> decode -----------------------------------------------------------------------
+    def _prefilled(self, i: int, pos: int) -> None:
+        """The prompt ran and (output > 0) its first token was sampled on prefill instance i."""
+        r, e = self.recs, self.prefill[i]
+        self.done_prefill.add(pos)
+        if r.output_tokens[pos] <= 1:  # nothing left to decode
+            r.generated[pos], r.finish_s[pos] = r.output_tokens[pos], self.env.now
+            self._check_hold(i)
+            self.finished(pos)
+            return
+        r.generated[pos] = 1
+        b = min(-(-int(r.input_tokens[pos]) // e.kv.block_size), e.kv.free)
+        e.kv.resize(e.kv.num_blocks - b)  # its KV stays until the transfer ends
+        self.parked[pos] = b
+        self.queue.append((pos, i))
+        self._check_hold(i)
+        self._admit()
+
+    def _admit(self) -> None:
+        """Admit waiting requests, FIFO, each to the decode instance with room and least outstanding tokens."""
+        while self.queue:
+            pos, i = self.queue[0]
+            room = [d for d in self.decode if d.can_reserve(pos)]
+            if not room:
+                return
+            d = min(room, key=lambda d: (d.outstanding_tokens, d.index))
+            self.queue.popleft()
+            d.reserve(pos)
+            self.recs.kv_wait_s[pos] = self.env.now - self.view.finish_s[pos]
+            self.env.process(self._transfer(pos, i, d))
+
+    def _transfer(self, pos: int, i: int, d):
+        with self.links[i].request() as link:  # one transfer at a time per prefill instance
+            yield link
+            j = d.index - len(self.prefill)  # (decode engines follow the prefill ones)
+            t = disagg.kv_transfer_time_s(self.spec, int(self.recs.input_tokens[pos]), self.p_lay, self.d_lay,
+                                          self.hw, disagg.cross_node(self.p_gpus[i], self.d_gpus[j], self.hw))
+            start = self.env.now
+            yield self.env.timeout(t)
+            self.recs.kv_transfer_s[pos] = self.env.now - start
+            self.recs.first_token_s[pos] = self.env.now  # the client's stream comes from the decode side
+        e = self.prefill[i]
+        e.kv.resize(e.kv.num_blocks + self.parked.pop(pos))
+        self._check_hold(i)
+        d.deliver(pos)
+
+    def _decoded(self, pos: int) -> None:
+        self._admit()  # its blocks are free: the next in line may fit
+        self.finished(pos)
+
+    # ---- backpressure ----------------------------------------------------------------------------
+    def _check_hold(self, i: int) -> None:
+        """Hold prefill instance i while its KV, less what waits for transfer, cannot hold its largest
+        request whole; release it once it can."""
+        e, heap = self.prefill[i], self.need[i]
+        while heap and heap[0][1] in self.done_prefill:
+            heapq.heappop(heap)
+        top = heap[0][1] if heap else None  # its largest waiting request (KV now: less what is parked)
+        short = top is not None and not e.holds(self.view.input_tokens[top], -heap[0][0], e.kv.capacity_tokens)
+        if short and not e.is_held:
+            e.hold()
+        elif not short and e.is_held:
+            e.release()

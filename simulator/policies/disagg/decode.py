@@ -1,0 +1,110 @@
+"""DecodeEngine: one decode instance of the disagg policy, continuous batching of requests whose KV
+arrived from a prefill instance.
+
+Admission (the Coordinator's, at the decode side): a request is admitted when its whole sequence,
+prompt + output tokens, fits the blocks not yet reserved and a max_num_seqs slot is free; the blocks
+are reserved then (before the KV transfer, as vLLM's NIXL connector allocates them before it reads),
+so a decode instance never preempts (a preempted request would need its KV sent or computed again).
+A delivered request joins the running batch at the next step boundary; every step decodes one token
+for every running request (perfmodel's StepTable decode line: c0 + c1 x keys seconds), advanced in
+closed form until the first completion (simulator.engine.stretch), cut short by a delivery.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from perfmodel.steptable import decode_stretch_s
+from simulator.engine.stretch import Stretch, sleep_stretch
+
+
+class DecodeEngine:
+    """Decode-only instance; the cluster's interface (index, capacity_tokens, waiting, outstanding_*,
+    fits) plus reserve / deliver for the Coordinator."""
+
+    def __init__(self, env, index, table, max_seqs, capacity_tokens, block_size, recs, steps, on_finish,
+                 fast_forward: bool = True):
+        self.env, self.index, self.table, self.recs, self.steps = env, index, table, recs, steps
+        self.max_seqs, self.block_size, self.fast_forward = int(max_seqs), int(block_size), fast_forward
+        self.num_blocks = int(capacity_tokens) // self.block_size
+        self.reserved_blocks = 0  # blocks held by admitted requests (in transfer or running)
+        self.slots = 0  # admitted requests (in transfer or running)
+        self.waiting: deque = deque()  # delivered, joining the batch at the next step
+        self.run: list = []  # running requests (positions)
+        self.outstanding_tokens = self.outstanding_requests = 0
+        self.on_finish = on_finish  # f(pos) once the request's last token is out
+        self.queued = lambda: 0  # () -> requests waiting for decode KV (the Coordinator's queue; step rows)
+        self._idle = None
+        self._stretch = None
+        self._mode = steps.mode_code("decode")
+        self.proc = env.process(self._loop())
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def blocks(self, pos: int) -> int:
+        return -(-self.recs.total_tokens[pos] // self.block_size)
+
+    def fits(self, pos: int) -> bool:
+        """Whether the request's whole sequence fits this instance's KV at all."""
+        return self.blocks(pos) <= self.num_blocks
+
+    def can_reserve(self, pos: int) -> bool:
+        return self.slots < self.max_seqs and self.reserved_blocks + self.blocks(pos) <= self.num_blocks
+
+    def reserve(self, pos: int) -> None:
+        """Admit `pos`: its prompt + output blocks are held from now until it finishes."""
+        self.reserved_blocks += self.blocks(pos)
+        self.slots += 1
+        self.outstanding_tokens += self.recs.total_tokens[pos]
+        self.outstanding_requests += 1
+        self.recs.engine[pos] = self.index
+
+    def deliver(self, pos: int) -> None:
+        """Its KV has arrived: it joins the batch after the step in progress (a stretch is cut there)."""
+        self.waiting.append(pos)
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+        elif self._stretch is not None and self._stretch.live:
+            self.proc.interrupt(True)
+
+    def _loop(self):
+        env, r = self.env, self.recs
+        while True:
+            if not self.run and not self.waiting:
+                self._idle = env.event()
+                yield self._idle
+                self._idle = None
+                continue
+            self.run.extend(self.waiting)
+            self.waiting.clear()
+            run = self.run
+            n = len(run)
+            keys = float(sum(int(r.input_tokens[q] + r.generated[q]) for q in run))  # first step reads these
+            k = int(min(r.output_tokens[q] - r.generated[q] for q in run))  # steps to the first completion
+            c0, c1 = self.table.decode_affine(n)
+            start = env.now
+            if k > 1 and self.fast_forward:
+                self._stretch = st = Stretch(start, c0, c1, keys, n, k)
+                k, dur = yield from sleep_stretch(env, st, st.duration_s())
+                self._stretch = None
+            else:
+                k = 1
+                dur = decode_stretch_s(c0, c1, keys, n, 1)
+                yield env.timeout(dur)
+            self.steps.append(start, dur, self.index, self._mode, k, 0, 0, 0.0, 0.0, n, keys,
+                              self.reserved_blocks * self.block_size, self.queued() + len(self.waiting), 0.0)
+            done = []
+            for q in run:
+                r.generated[q] += k
+                if r.generated[q] >= r.output_tokens[q]:
+                    done.append(q)
+            for q in done:
+                run.remove(q)
+                r.finish_s[q] = env.now
+                self.reserved_blocks -= self.blocks(q)
+                self.slots -= 1
+                self.outstanding_tokens -= r.total_tokens[q]
+                self.outstanding_requests -= 1
+            for q in done:
+                self.on_finish(q)

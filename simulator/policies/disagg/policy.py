@@ -1,0 +1,84 @@
+"""Disaggregated prefill/decode (`--policy disagg`): a prefill pool and a decode pool of instances.
+
+    --policy-arg prefill=2x(tp=2) --policy-arg decode=1x(tp=4)      (N x instance layout; ';' or ','
+    inside the parentheses: 1x(tp=2;pp=2)); in --compare: disagg:prefill=2x(tp=2),decode=1x(tp=4)
+
+Defaults (perfmodel.disagg.default_pools): half the GPUs prefill, the rest decode, each half laid out as
+`--policy dp` would (one TP instance where it holds one replica); one pool given, the other takes the
+GPUs left. Engines: prefill instances first (plain Engines over perfmodel StepTables, each request capped
+at its first token: coordinator.PrefillView), then decode instances (decode.DecodeEngine); the
+Coordinator (coordinator.py) is the cluster's front door and moves each request's KV between them with
+perfmodel.disagg's transfer time. Placement node-major, prefill pool first (perfmodel.disagg.placement).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from perfmodel import disagg, memory
+from simulator.policies.base import EnginePlan, parse_args
+
+from .coordinator import Coordinator
+from .decode import DecodeEngine
+
+ARGS = {"prefill": str, "decode": str}
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolMode:
+    """A mode entry: the instance layout's StepTable, named by the whole deployment (summary `layout`)."""
+
+    layout: object
+    label: str
+
+    def __call__(self, table_fn):
+        return table_fn(self.layout)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+@dataclasses.dataclass(frozen=True)
+class DisaggPlan(EnginePlan):
+    """An instance of one pool: the policy builds its engine (engine_cls), the Coordinator routes."""
+
+    engine_cls: object = None
+    front: object = None
+
+
+def _prefill_maker(coord: Coordinator, i: int, layout):
+    def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
+        from simulator.cluster.simulate import engine_limits  # (the cluster imports the policies)
+        from simulator.engine.loop import Engine, NewTokenRatio
+
+        view = coord.view_of(recs)
+        e = Engine(env, index, runner, engine_limits(ec, budget, max_seqs, layout.pp), kv_capacity_tokens, view,
+                   steps, ec.fast_forward, None, recs.prefix_caching,
+                   NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None)
+        coord.attach_prefill(i, e, finished)
+        return e
+    return make
+
+
+def _decode_maker(coord: Coordinator, j: int):
+    def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
+        e = DecodeEngine(env, index, runner.tables["decode"], max_seqs, kv_capacity_tokens, ec.block_size, recs,
+                         steps, finished, ec.fast_forward)
+        coord.attach_decode(j, e)
+        return e
+    return make
+
+
+def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list:
+    """Prefill and decode pools over `gpus` GPUs. Arguments: prefill, decode (N x (layout); defaults above)."""
+    a = parse_args(policy_args, ARGS)
+    p, d, pg, dg = disagg.pools_from_args(spec, hw, gpus, fw, a.get("prefill"), a.get("decode"))
+    label = f"prefill {p} / decode {d}"
+    note = "" if a else (f"disagg: default pools {label} (half the GPUs each, laid out as --policy dp); "
+                         "--policy-arg prefill=Nx(...) / decode=Nx(...) set them")
+    coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg)
+    cap_p, cap_d = (memory.plan(spec, lay, hw, fw).kv_capacity_tokens for lay in (p.layout, d.layout))
+    plans = [DisaggPlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
+                        engine_cls=_prefill_maker(coord, i, p.layout), front=coord) for i, ids in enumerate(pg)]
+    plans += [DisaggPlan({"decode": PoolMode(d.layout, label)}, lambda t: "decode", cap_d, ids, note,
+                         engine_cls=_decode_maker(coord, j), front=coord) for j, ids in enumerate(dg)]
+    return plans

@@ -1,0 +1,55 @@
+"""Regressions found replaying the measured disaggregated rows (issue 18 item 5)."""
+import numpy as np
+
+from perfmodel import disagg
+from perfmodel.hardware import load_hardware
+from perfmodel.layout import LayoutError, ParallelLayout
+from simulator import run
+from simulator.engine.config import EngineConfig
+from simulator.run import RunSpec
+from simulator.workload.workload import make_workload
+
+SMALL = dict(model="llama-3.1-8b", hardware="h100", weights="bf16", profile="none")
+
+
+def _wl(n, prompt, output):
+    return make_workload({"arrival_s": np.zeros(n), "input_tokens": np.full(n, prompt),
+                          "output_tokens": np.full(n, output)}, source="disagg-regression")
+
+
+def test_closed_loop_survives_rejections_at_the_front_door():
+    """A request the disagg front door rejects inside issue() ended before the closed loop counted it in
+    flight (`in_flight += issue()` read the count first): the loop stalled with requests never issued."""
+    eng = EngineConfig(max_num_batched_tokens=512, enable_chunked_prefill=False)
+    r = run(_wl(12, 1000, 8), RunSpec(policy="disagg", gpus=2, max_concurrency=3, engine=eng,
+                                     policy_args=(("prefill", "1x(tp=1)"), ("decode", "1x(tp=1)")), **SMALL))
+    assert (r.requests["status"] == "rejected").all()
+    assert r.requests["reject_reason"].str.contains("prefill instance").all()
+
+
+def test_trtllm_unchunked_context_may_fill_the_budget():
+    """TRT-LLM without chunked context bounds the context by max_num_tokens, not prompt + output (vLLM's
+    max_model_len rule): an 8192-token prompt on an 8192-token budget runs (it stalled the prefill pool)."""
+    eng = EngineConfig(max_num_batched_tokens=8192, enable_chunked_prefill=False, scheduler="trtllm", block_size=32,
+                       enable_prefix_caching=False)
+    r = run(_wl(6, 8192, 16), RunSpec(policy="disagg", gpus=2, max_concurrency=3, engine=eng,
+                                     policy_args=(("prefill", "1x(tp=1)"), ("decode", "1x(tp=1)")), **SMALL))
+    assert (r.requests["status"] == "completed").all()
+
+
+def test_attention_dp_instances_are_one_engine_per_rank():
+    """A pool instance with attention DP (`1x(dp=4,ep=4)`, DeepSeek's serving layout) is 4 engines on one
+    GPU each; an instance sits inside one node or on whole nodes."""
+    hw = load_hardware("h100")
+    p, d = disagg.Pool(1, ParallelLayout(dp=4, ep=4)), disagg.Pool(1, ParallelLayout(tp=4))
+    pg, dg = disagg.placement(p, d, hw, 8)
+    assert pg == [(0,), (1,), (2,), (3,)] and dg == [(4, 5, 6, 7)] and p.engines == 4 and p.gpus == 4
+    big = disagg.Pool(1, ParallelLayout(tp=16))
+    assert disagg.placement(big, disagg.Pool(2, ParallelLayout(tp=8)), hw, 32)[1] == [tuple(range(16, 24)),
+                                                                                       tuple(range(24, 32))]
+    try:
+        disagg.placement(disagg.Pool(1, ParallelLayout(tp=4)), big, hw, 20)
+    except LayoutError as e:
+        assert "straddles" in str(e)
+    else:
+        raise AssertionError("a 16-GPU instance starting mid-node must be refused")
