@@ -53,3 +53,10 @@ def test_attention_dp_instances_are_one_engine_per_rank():
         assert "straddles" in str(e)
     else:
         raise AssertionError("a 16-GPU instance starting mid-node must be refused")
+
+
+def test_summary_names_the_deployment_once():
+    """The summary's layout read 'prefill 1x(tp=1) / decode 1x(tp=1) (prefill)': the mode name was appended."""
+    r = run(_wl(4, 100, 4), RunSpec(policy="disagg", gpus=2, policy_args=(("prefill", "1x(tp=1)"),
+                                                                         ("decode", "1x(tp=1)")), **SMALL))
+    assert r.summary["layout"] == "prefill 1x(tp=1) / decode 1x(tp=1)"
