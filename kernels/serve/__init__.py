@@ -12,4 +12,5 @@ DP replicas step in lockstep ticks (rank 0 schedules every replica each tick), s
 short step waits for the longest one before its next step; TP/SP/Shift have one engine and no such
 wait. Request times are rank 0's wall clock (first token and finish: when the step's timings are
 back at rank 0), so they include scheduling and the plan broadcast; duration_s is the step itself.
+`--http PORT` serves the same loop as an OpenAI-compatible /v1/completions server (kernels/serve/http.py).
 """

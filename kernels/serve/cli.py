@@ -55,7 +55,12 @@ def parse(argv=None):
     p.add_argument("--profile", default=None, help="perf-model profile (default: the hardware's; 'none')")
     p.add_argument("--step-overhead-ms", type=float, default=None, help="perf model's per-step overhead")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=600.0, help="kill the world after this many seconds")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="kill the world after this many seconds (default 600; with --http: never)")
+    p.add_argument("--http", type=int, metavar="PORT",
+                   help="serve OpenAI-compatible /v1/completions on PORT instead of a trace (kernels/serve/http.py)")
+    p.add_argument("--host", default="127.0.0.1", help="--http: the address to bind")
+    p.add_argument("--served-model-name", help="--http: the model id /v1/models lists (default: --model)")
     p.add_argument("--out", help="directory for the run's files")
     return p.parse_args(argv)
 
@@ -103,20 +108,27 @@ def predicted_times(spec, strategy, world_size, steps, hw, prof, fw, max_tokens,
     return out
 
 
-def run_serve(a):
-    """Serve as the parsed command line says; (summary, requests frame, steps frame)."""
+def run_serve(a, launch=None):
+    """Serve as the parsed command line says; (summary, requests frame, steps frame). `launch`
+    (kernels/serve/http.py): its .workload and .fn(rank, world, cfg, *.args) instead of the trace's."""
     from simulator.workload import load_trace
 
     from ..dist import spawn
 
     spec = scaled_spec(a.model, a.layers, a.hidden_scale, a.dtype, a.nproc)
     serve_layout(a.strategy, a.nproc).validate(spec, a.nproc)
-    wl = load_trace(a.trace)
+    wl = load_trace(a.trace) if launch is None else launch.workload
     ec = EngineConfig(max_num_batched_tokens=a.max_num_batched_tokens, max_num_seqs=a.max_num_seqs)
     lim = engine_limits(ec, a.max_num_batched_tokens, a.max_num_seqs, 1)
     cfg = ServeConfig(a.strategy, spec, wl, lim, a.kv_blocks, a.max_concurrency, a.router, a.seed, a.dtype,
                       a.threshold)
-    recs, steps_rec, extra = spawn(serve, a.nproc, cfg, timeout_s=a.timeout)[0]
+    if launch is None:
+        recs, steps_rec, extra = spawn(serve, a.nproc, cfg, timeout_s=a.timeout or 600.0)[0]
+    else:
+        recs, steps_rec, extra = spawn(launch.fn, a.nproc, cfg, *launch.args, timeout_s=launch.timeout_s)[0]
+        if not len(recs):
+            return None
+        wl = type(wl).served(recs, wl.source)  # the requests it received
     req, steps = recs.frame(), steps_rec.frame()
     hw = load_hardware(a.hardware)
     prof = resolve_profile(hw, a.profile)
@@ -149,7 +161,7 @@ def run_serve(a):
     )
     # vLLM's result-file keys the simulator adds too (they read only model and max_concurrency)
     rs = argparse.Namespace(model=a.model, max_concurrency=a.max_concurrency)
-    summ.update(vllm_keys(req, rs, workload_recipe(wl, {"trace": a.trace})))
+    summ.update(vllm_keys(req, rs, workload_recipe(wl, {"trace": a.trace if launch is None else wl.source})))
     summ["max_in_flight_requests"] = max_in_flight(req)
     return summ, req, steps
 
@@ -162,7 +174,17 @@ def main(argv=None) -> int:
     try:
         if a.out:
             check_writable_dir(a.out)
-        summ, req, steps = run_serve(a)
+        if a.http is None:
+            res = run_serve(a)
+        else:
+            from .http import http_launch
+
+            with http_launch(a) as launch:
+                res = run_serve(a, launch)
+        if res is None:
+            print("served no request: no files written")
+            return 0
+        summ, req, steps = res
     except (LayoutError, ValueError, OutputPathError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

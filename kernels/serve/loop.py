@@ -88,8 +88,9 @@ def _warmup(runner: Runner, cfg: ServeConfig) -> None:
     runner.release([WARMUP_SID])
 
 
-def serve(rank: int, world_size: int, cfg: ServeConfig):
-    """Run the trace; rank 0 returns (RequestRecords, StepRecords, extra step columns), others None."""
+def serve(rank: int, world_size: int, cfg: ServeConfig, make_lead=None):
+    """Run the trace; rank 0 returns (RequestRecords, StepRecords, extra step columns), others None.
+    `make_lead(cfg, n_engines)` builds rank 0's Lead (kernels/serve/http.py: requests from HTTP)."""
     runner = Runner(cfg.strategy, cfg.spec, rank, world_size, cfg.num_blocks, cfg.seed,
                     getattr(torch, cfg.dtype), cfg.threshold)
     if cfg.warmup:
@@ -98,7 +99,7 @@ def serve(rank: int, world_size: int, cfg: ServeConfig):
     n_eng = num_engines(cfg.strategy, world_size)
     members = [[r for r in range(world_size) if engine_of(cfg.strategy, r) == e] for e in range(n_eng)]
     dist.barrier()
-    lead = _Lead(cfg, n_eng) if rank == 0 else None
+    lead = (make_lead or Lead)(cfg, n_eng) if rank == 0 else None
     while True:
         box = [lead.plan() if lead else None]
         dist.broadcast_object_list(box, src=0)
@@ -124,7 +125,7 @@ def serve(rank: int, world_size: int, cfg: ServeConfig):
     return lead.result() if lead else None
 
 
-class _Lead:
+class Lead:
     """Rank 0: issuing, scheduling, records."""
 
     def __init__(self, cfg: ServeConfig, n_eng: int):
@@ -150,20 +151,34 @@ class _Lead:
             self.next += 1
             # open loop: the client sent it at its trace time; closed loop: when a slot freed (now)
             r.issued_s[pos] = r.arrival_s[pos] if not c else max(t, r.arrival_s[pos])
-            mml = self.cfg.spec.max_model_len
-            if r.total_tokens[pos] > mml:
-                r.reject_reason[pos] = f"context_length: prompt + output > max_model_len ({mml})"
-                continue
-            e = self.router.pick(pos)
-            if e is None:
-                cap = self.engines[0].capacity_tokens
-                r.reject_reason[pos] = f"longer than every engine's KV capacity ({cap} tokens)"
-                continue
-            r.engine[pos] = e.index
-            e.outstanding_tokens += r.total_tokens[pos]
-            e.outstanding_requests += 1
-            e.waiting.append(pos)
-            self.in_flight += 1
+            self._route(pos)
+
+    def _route(self, pos: int) -> bool:
+        """Queue request `pos` on the engine the router picks; False (reject_reason set) if none can."""
+        r, mml = self.recs, self.cfg.spec.max_model_len
+        if r.total_tokens[pos] > mml:
+            r.reject_reason[pos] = f"context_length: prompt + output > max_model_len ({mml})"
+            return False
+        e = self.router.pick(pos)
+        if e is None:
+            cap = self.engines[0].capacity_tokens
+            r.reject_reason[pos] = f"longer than every engine's KV capacity ({cap} tokens)"
+            return False
+        r.engine[pos] = e.index
+        e.outstanding_tokens += r.total_tokens[pos]
+        e.outstanding_requests += 1
+        e.waiting.append(pos)
+        self.in_flight += 1
+        return True
+
+    def _finished(self) -> bool:
+        """Nothing runs: is the run over? (the trace is all issued)"""
+        return self.next >= len(self.recs)
+
+    def _idle(self) -> None:
+        """Nothing runs and more will come: wait for it (at most IDLE_TICK_S: the ranks hear a plan)."""
+        wait = self.recs.arrival_s[self.next] - self.now()
+        time.sleep(min(max(wait, 0.0), IDLE_TICK_S))
 
     # ---- one tick ------------------------------------------------------------------------
     def plan(self) -> dict:
@@ -171,10 +186,9 @@ class _Lead:
         self._issue_due(t)
         release, self.release = self.release, []
         if not any(e.busy() for e in self.engines):
-            if self.next >= len(self.recs):
+            if self._finished():
                 return {"stop": True}
-            wait = self.recs.arrival_s[self.next] - self.now()
-            time.sleep(min(max(wait, 0.0), IDLE_TICK_S))
+            self._idle()
             return {"stop": False, "release": release, "preempt": {}, "runs": {}}
         self.tick_start, runs, preempt = t, {}, {}
         for e in self.engines:

@@ -1,0 +1,232 @@
+"""`python -m kernels.serve --http PORT`: an OpenAI-compatible server over the same serving loop.
+
+    python -m kernels.serve --http 8000 --strategy tp --nproc 2 --model tiny [--out DIR]
+    simulate replay --url http://127.0.0.1:8000 --trace T --out out/replayed   # then SIGINT the server
+
+Rank 0 runs the loop of kernels/serve/loop.py unchanged (the simulator's scheduler, the step plan
+broadcast to every rank, real collectives) with requests taken from HTTP instead of a trace:
+an aiohttp server in a thread of rank 0 puts each request on a thread-safe queue (`HttpLead.inbox`);
+at the start of every tick the loop drains it (an idle loop blocks on it, so a request arriving at an
+idle server is scheduled at once), routes each request as the trace loop does, and after each step
+hands every request's new tokens back to its handler (`asyncio.Queue` per request, filled with
+`call_soon_threadsafe`), which streams them as SSE chunks, one chunk per token.
+
+Endpoints: POST /v1/completions (`prompt`: text, whose token count is its whitespace-split words, as
+simulate replay's synthetic prompt "hi hi ..." is built, or a list of token ids; `max_tokens` (16)
+is the output length: the model never samples an EOS (token ids are seeded per request, as in the
+trace loop; the text of each token is a placeholder), so `ignore_eos` holds either way; `stream`,
+`stream_options.include_usage`); GET /v1/models; GET /health (200 once the ranks are warm: the port
+is bound after warm-up). Not supported: n > 1, several prompts per request, cancelling a request
+whose client went away (it runs to its end).
+
+Stopping: SIGINT or SIGTERM to the launcher creates a stop file; rank 0 sees it (or the launcher gone)
+within ~1 s, refuses new requests (503), finishes those in flight, and stops every rank; with --out
+the launcher writes the run's files as the trace loop does (request times on rank 0's clock).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import queue
+import signal
+import socket
+import sys
+import tempfile
+import types
+
+import numpy as np
+import pandas as pd
+
+from simulator.engine.scheduler import Waiting
+from simulator.results.records import RequestRecords
+
+from .http_app import Server, Ticket
+from .loop import IDLE_TICK_S, Lead, serve
+
+STOP_CHECK_S = 0.2  # how often rank 0 looks for the stop file / the launcher
+
+
+@dataclasses.dataclass
+class HttpOptions:
+    host: str
+    port: int
+    model_name: str
+    stop_file: str  # its existence asks rank 0 to stop (the launcher's signal handler creates it)
+    parent_pid: int  # the launcher: gone (killed) -> stop too
+    capacity: int = 1024  # request records allocated at first; doubled when full
+
+
+class HttpWorkload:
+    """The requests an HTTP run received, as a workload (.requests frame, .source, len)."""
+
+    def __init__(self, requests: pd.DataFrame, source: str = "http"):
+        self.requests, self.source = requests, source
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @classmethod
+    def served(cls, recs: RequestRecords, source: str = "http") -> HttpWorkload:
+        return cls(pd.DataFrame({"request_id": recs.request_id, "arrival_s": recs.arrival_s,
+                                 "input_tokens": recs.input_tokens, "output_tokens": recs.output_tokens,
+                                 "priority": recs.priority}), source)
+
+
+def empty_workload(n: int, source: str = "http") -> HttpWorkload:
+    """A workload of n zero-length requests: the record arrays the HTTP requests are written into."""
+    z = np.zeros(n, dtype=np.int64)
+    return HttpWorkload(pd.DataFrame({"request_id": np.arange(n), "arrival_s": np.zeros(n), "input_tokens": z,
+                                      "output_tokens": z.copy(), "priority": z.copy()}), source)
+
+
+def new_records(n: int) -> RequestRecords:
+    """n empty request records, every array writable (pandas may hand out read-only views)."""
+    r = RequestRecords(empty_workload(n))
+    for k, v in vars(r).items():
+        if isinstance(v, np.ndarray) and not v.flags.writeable:
+            setattr(r, k, v.copy())
+    return r
+
+
+def resized(recs: RequestRecords, n: int) -> RequestRecords:
+    """A copy of `recs` with n rows (the first min(n, len) copied; every per-request array alike)."""
+    new, m = new_records(n), min(n, len(recs))
+    for k, v in vars(recs).items():
+        if isinstance(v, np.ndarray) and len(v) == len(recs):
+            getattr(new, k)[:m] = v[:m]
+        elif k == "total_tokens":
+            new.total_tokens[:m] = v[:m]
+        elif not isinstance(v, (np.ndarray, list)):
+            setattr(new, k, v)
+    return new
+
+
+def serve_http(rank: int, world_size: int, cfg, opts: HttpOptions):
+    """kernels.serve.loop.serve with rank 0's lead taking requests from HTTP (runs on every rank)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the launcher decides
+    return serve(rank, world_size, cfg, make_lead=lambda c, n: HttpLead(c, n, opts))
+
+
+class HttpLead(Lead):
+    """Rank 0's lead for HTTP requests: records grow as requests come; tokens go back per step."""
+
+    def __init__(self, cfg, n_eng: int, opts: HttpOptions):
+        super().__init__(cfg, n_eng)
+        self.opts, self.count, self.stopping, self.next_check = opts, 0, False, 0.0
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.tickets: dict = {}  # request position -> Ticket, until it completes
+        self.sent: dict = {}  # request position -> tokens handed back so far
+        self._set_records(resized(self.recs, len(self.recs)))
+        sys.setswitchinterval(5e-4)  # the handler thread gets the GIL within 0.5 ms of a step's end (5 ms default)
+        self.server = Server(opts, self)
+        self.server.start()
+        print(f"kernels.serve: {cfg.strategy}, {n_eng} engine(s), ready at http://{opts.host}:{opts.port}/v1 "
+              f"(model {opts.model_name!r}); SIGINT/SIGTERM stops", file=sys.stderr, flush=True)
+
+    # ---- requests in -------------------------------------------------------------------------
+    def _issue_due(self, t: float) -> None:
+        if t >= self.next_check:
+            self.next_check = t + STOP_CHECK_S
+            if not self.stopping and (os.path.exists(self.opts.stop_file) or not _alive(self.opts.parent_pid)):
+                self.stopping = True
+        while True:
+            try:
+                self._take(self.inbox.get_nowait())
+            except queue.Empty:
+                return
+
+    def _take(self, tk: Ticket) -> None:
+        if self.count == len(self.recs):
+            self._set_records(resized(self.recs, 2 * len(self.recs)))
+        pos, r = self.count, self.recs
+        self.count += 1
+        r.arrival_s[pos] = r.issued_s[pos] = tk.arrival_s  # open loop: issued when it arrived
+        r.input_tokens[pos], r.output_tokens[pos] = tk.input_tokens, tk.output_tokens
+        r.total_tokens[pos] = tk.input_tokens + tk.output_tokens
+        if self._route(pos):
+            self.tickets[pos], self.sent[pos] = tk, 0
+            tk.push("accepted")
+        else:
+            tk.push("error", r.reject_reason[pos])
+
+    def _set_records(self, r: RequestRecords) -> None:
+        """Use records `r` (grown): the scheduler's view and the engines' fit test read them."""
+        self.recs = r
+        self.req = Waiting(r.input_tokens, r.output_tokens, r.generated, r.priority, r.arrival_s)
+        for e in self.engines:
+            e.recs = r
+
+    def _finished(self) -> bool:
+        return self.stopping and self.inbox.empty()
+
+    def _idle(self) -> None:
+        try:  # wake for a request at once, else after IDLE_TICK_S (the ranks hear a plan that often)
+            self._take(self.inbox.get(timeout=IDLE_TICK_S))
+        except queue.Empty:
+            pass
+
+    # ---- tokens out --------------------------------------------------------------------------
+    def apply(self, durations: dict) -> None:
+        super().apply(durations)  # completions are handed back in _complete
+        for i in durations:
+            b = self.engines[i].batch
+            for pos, gen in zip(b.idx, b.generated()):
+                self._emit(pos, gen)
+
+    def _complete(self, e, at: list, now: float) -> None:
+        done = [e.batch.idx[i] for i in at]
+        super()._complete(e, at, now)
+        for pos in done:
+            self._emit(pos, int(self.recs.generated[pos]))
+            self.sent.pop(pos)
+            self.tickets.pop(pos).push("done")
+
+    def _emit(self, pos: int, generated: int) -> None:
+        k = generated - self.sent[pos]  # (a preempted request recomputes: it sends nothing twice)
+        if k > 0:
+            self.sent[pos] = generated
+            self.tickets[pos].push("tokens", k)
+
+    def result(self):
+        self.server.stop()
+        self.recs = resized(self.recs, self.count)
+        return super().result()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def http_launch(a):
+    """What cli.run_serve launches for --http (the world with rank 0 serving until SIGINT/SIGTERM,
+    which the launcher turns into the stop file meanwhile); ValueError before any rank starts when
+    aiohttp is missing or the port cannot be bound."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        raise ValueError("--http needs aiohttp: pip install 'parallelism-sim[replay]'") from None
+    with socket.socket() as sock:  # a port in use: one error line now, not a rank's traceback after warm-up
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as aiohttp binds)
+        try:
+            sock.bind((a.host, a.http))
+        except OSError as e:
+            raise ValueError(f"--http {a.http}: cannot bind {a.host}:{a.http}: {e.strerror}") from None
+    with tempfile.TemporaryDirectory(prefix="kernels-serve-") as d:
+        opts = HttpOptions(a.host, a.http, a.served_model_name or a.model, os.path.join(d, "stop"), os.getpid())
+        touch = lambda *_: open(opts.stop_file, "w").close()  # noqa: E731
+        old = {s: signal.signal(s, touch) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            # (spawn's wait: poll() takes ms in an int32, so "never" is 10**6 s)
+            yield types.SimpleNamespace(workload=empty_workload(opts.capacity, f"http://{a.host}:{a.http}"),
+                                        fn=serve_http, args=(opts,), timeout_s=a.timeout or 10**6)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)

@@ -1,0 +1,128 @@
+"""`python -m kernels.serve --http PORT` (kernels/serve/http.py) driven by `simulate replay`: the same
+per-request token counts as the in-process run of the same trace (`kernels.serve --trace`), and median
+TTFT / TPOT close to it (issue 16's acceptance: "loose enough for a shared machine").
+
+The `tiny` preset with 16 layers (a step ~18 ms, against ~2 ms for the HTTP path; with its 4 layers
+a step is ~4 ms and the HTTP path alone moved TPOT by ~24%), at world size 1 (one gloo rank, TP=1):
+with 2 ranks the two runs' step times alone differed by ~40% on the shared 2-core machine (other
+jobs), which says nothing about the HTTP path; the loop, the plan broadcast and the HTTP thread are
+the same code at any world size (run by hand at 2 ranks, docs/sim_vs_real.md section 2). The
+server's own records (--out, written at SIGTERM) give the HTTP overhead in isolation: client-side
+minus server-side TTFT of the same requests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("aiohttp")
+
+from kernels.dist import free_port  # noqa: E402
+from kernels.serve.cli import main as serve_main  # noqa: E402
+from simulator.replay.cli import main as replay_main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# 30 requests, ~3 s of bursty arrivals; 48-token prompts, 16 output tokens (a tiny-model step: ~5 ms)
+TRACE = "synthetic:gamma?rate=10&burstiness=0.5&n=30&input=48&output=16&seed=3"
+ARGS = ["--strategy", "tp", "--nproc", "1", "--model", "tiny", "--layers", "16"]
+# replayed over HTTP vs in-process, |relative difference| of the medians. TPOT: 20% (the issue's bound;
+# seen 1-7% over 6 runs). TTFT: 30%, because the in-process run's own median TTFT moved between 42.7 and
+# 53.9 ms over 6 runs of this test on the shared 2-core machine (queueing behind bursts amplifies other
+# jobs' load), so two runs differ by up to ~25% with no HTTP in between (seen: -18% to +11%); the
+# HTTP path itself is bounded tighter below (client minus server TTFT of the same requests: ~2 ms).
+REL = {"median_ttft_ms": 0.30, "median_tpot_ms": 0.20}
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{url}/health not ready after {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("serve-http")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "kernels.serve", "--http", str(port), *ARGS, "--out", str(d / "server")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        _wait_healthy(url, proc)
+        t = time.perf_counter()
+        rc = replay_main(["--url", url, "--trace", TRACE, "--out", str(d / "replayed")])
+        t_replay = time.perf_counter() - t
+        proc.send_signal(signal.SIGTERM)  # rank 0 finishes, the launcher writes --out
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert rc == 0 and proc.returncode == 0, err.decode()[-2000:]
+    assert serve_main([*ARGS, "--trace", TRACE, "--out", str(d / "inproc")]) == 0
+    read = lambda name: (pd.read_parquet(d / name / "requests.parquet"),  # noqa: E731
+                         json.loads((d / name / "summary.json").read_text()))
+    return {k: read(k) for k in ("replayed", "inproc", "server")} | {"t_replay": t_replay}
+
+
+@pytest.mark.slow  # a server start (~5 s), 3 s of trace over HTTP, then the in-process run: ~20 s
+def test_replay_over_http_matches_the_in_process_run(runs):
+    (rep, s_rep), (inp, s_inp), (srv, s_srv) = runs["replayed"], runs["inproc"], runs["server"]
+    # (a) every request, the same token counts: prompt (the server's usage.prompt_tokens of "hi hi ...")
+    # and output (max_tokens, forced), request by request in trace order
+    assert (rep["status"] == "completed").all() and (inp["status"] == "completed").all() and len(rep) == 30
+    assert list(rep["output_tokens"]) == list(inp["generated_tokens"]) == list(inp["output_tokens"])
+    assert list(rep["generated_tokens"]) == list(rep["token_arrivals"]) == list(rep["output_tokens"])
+    assert list(rep["input_tokens"]) == list(inp["input_tokens"]) == list(rep["trace_input_tokens"])
+    # the server's own records of the same requests (arrival order = send order here)
+    assert len(srv) == 30 and (srv["status"] == "completed").all()
+    assert sorted(srv["output_tokens"]) == sorted(rep["output_tokens"])
+    assert s_srv["trace"].startswith("http://127.0.0.1:")
+    # (b) medians close to the in-process run's (REL)
+    print({k: (round(s_rep[k], 2), round(s_inp[k], 2), round(s_srv[k], 2)) for k in ("median_ttft_ms", "median_tpot_ms")},
+          "replayed / in-process / server-side")
+    for key, rel in REL.items():
+        m, r = s_inp[key], s_rep[key]
+        assert m > 0 and abs(r - m) <= rel * m, (key, "replayed", r, "in-process", m)
+    # the HTTP path's own cost: client-side TTFT minus the server's (same requests, same run)
+    extra = np.median(np.sort(rep["ttft_ms"].to_numpy()) - np.sort(srv["ttft_ms"].to_numpy()))
+    print(f"HTTP overhead on TTFT: {extra:.2f} ms (median, client minus server)")
+    assert -1.0 < extra < 5.0, extra
+    assert runs["t_replay"] < 20
+
+
+def test_request_lengths_and_growing_records():
+    from kernels.serve.http import new_records, resized
+    from kernels.serve.http_app import request_lengths
+
+    assert request_lengths({"prompt": "hi hi hi", "max_tokens": 5}, "m") == (3, 5)  # replay's prompt: a word a token
+    assert request_lengths({"model": "m", "prompt": [[1, 2, 3, 4]]}, "m") == (4, 16)  # ids; OpenAI's default 16
+    for bad in ({"prompt": ["a", "b"]}, {"prompt": ""}, {"prompt": "a", "max_tokens": 0}, {"prompt": "a", "n": 2}):
+        with pytest.raises(ValueError):
+            request_lengths(bad, "m")
+    with pytest.raises(LookupError):
+        request_lengths({"model": "other", "prompt": "a"}, "m")
+    r = new_records(2)
+    r.arrival_s[1], r.output_tokens[1], r.total_tokens[1] = 0.5, 7, 9
+    g = resized(r, 4)
+    assert len(g) == 4 and g.arrival_s[1] == 0.5 and g.output_tokens[1] == 7 and g.total_tokens[:2] == [0, 9]
+    assert len(resized(g, 1)) == 1
