@@ -3,7 +3,10 @@ TTFT <= 2000 ms and TPOT <= 100 ms for 90% of requests. Prints candidates genera
 (by reason), simulated, the winner and the wall time. `--exhaustive`: also simulate every candidate
 and check that the pruned search picked the same winner and that no bound was below a simulated result.
 
-    python benchmarks/recommend_speed.py [--trace FILE] [--workers N] [--exhaustive]
+    python benchmarks/recommend_speed.py [--trace FILE] [--workers N] [--nodes K] [--candidates LIST]
+        [--executor local|ray] [--exhaustive]
+
+Default candidates: static, dynamic and disagg (simulate recommend's default).
 """
 from __future__ import annotations
 
@@ -27,7 +30,10 @@ def main() -> int:
     p.add_argument("--trace", default=str(AZURE))
     p.add_argument("--model", default="llama-3.3-70b")
     p.add_argument("--hardware", default="h200")
-    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--gpus", type=int, help="GPUs in all (default: 8 on one node, every GPU of --nodes)")
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--candidates", default="static,dynamic,disagg")
+    p.add_argument("--executor", choices=("local", "ray"), default="local")
     p.add_argument("--slo-ttft-ms", type=float, default=2000.0)
     p.add_argument("--slo-tpot-ms", type=float, default=100.0)
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -38,16 +44,22 @@ def main() -> int:
         return 0
     t0 = time.perf_counter()
     wl = load_trace(a.trace)
-    kw = dict(model=a.model, hardware=a.hardware, gpus=a.gpus, slo_ttft_ms=a.slo_ttft_ms,
-              slo_tpot_ms=a.slo_tpot_ms, workers=a.workers)
+    kw = dict(model=a.model, hardware=a.hardware, gpus=a.gpus, nodes=a.nodes, slo_ttft_ms=a.slo_ttft_ms,
+              slo_tpot_ms=a.slo_tpot_ms, workers=a.workers, executor=a.executor,
+              kinds=tuple(k for k in a.candidates.split(",") if k))
     res = recommend(wl, **kw)
     wall = time.perf_counter() - t0
     c, w = res["counts"], res["winner"]
     print(f"trace: {a.trace} ({len(wl)} requests over {res['setup']['trace_span_s']:.0f} s), {a.model} on "
-          f"{a.gpus} x {a.hardware}, SLO TTFT {a.slo_ttft_ms:g} ms / TPOT {a.slo_tpot_ms:g} ms (p90), "
-          f"{a.workers} workers, {os.cpu_count()} CPUs")
+          f"{res['setup']['gpus']} x {a.hardware} ({a.nodes} node{'s' if a.nodes > 1 else ''}), "
+          f"SLO TTFT {a.slo_ttft_ms:g} ms / TPOT {a.slo_tpot_ms:g} ms (p90), "
+          f"{a.workers} workers ({a.executor}), {os.cpu_count()} CPUs")
     print(f"generated {c['generated']}, dropped {c['dropped']}, pruned {c['pruned']} {c['pruned_by_reason']}, "
           f"simulated {c['simulated']}")
+    kinds = {}
+    for r in res["ranking"]:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    print(f"simulated by kind: {kinds}")
     print(f"winner: {w['label']} (met {res['met']}, goodput/GPU {w['goodput_per_gpu']:.3f} req/s, "
           f"p90 TTFT {w['p90_ttft_ms']:.1f} ms)")
     print(f"wall time: {wall:.1f} s (recommend {res['wall_s']:.1f} s)")

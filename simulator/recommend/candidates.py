@@ -1,5 +1,6 @@
-"""Candidates of `simulate recommend`: every static layout that fits N GPUs of one node, plus the
-dynamic policies with their main knobs. A candidate that a policy refuses is dropped with its reason."""
+"""Candidates of `simulate recommend`: every static layout that fits the N GPUs (on one node or on
+several: docs/multinode.md), the dynamic policies with their main knobs, and disaggregated
+prefill/decode splits. A candidate that a policy refuses is dropped with its reason."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,16 +11,19 @@ from perfmodel.deploy import deployment, instance_layout
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError, ParallelLayout
 
-KINDS = ("static", "dynamic")
+KINDS = ("static", "dynamic", "disagg")
 SHIFT_THRESHOLDS = (SHIFT_THRESHOLD_TOKENS // 2, SHIFT_THRESHOLD_TOKENS, SHIFT_THRESHOLD_TOKENS * 4)
+# Prefill share of the GPUs: a few splits, not all, as DistServe / aiconfigurator's searches start from
+# (a prompt-heavy trace wants more prefill, an output-heavy one more decode); the simulator settles it
+DISAGG_SHARES = (0.25, 0.5, 0.75)
 
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     """One deployment to try: the RunSpec fields it sets and the perfmodel strategy that estimates it."""
 
-    label: str  # 'dp=4 x tp=2', 'shift:threshold=256', 'flying'
-    kind: str  # static | dynamic
+    label: str  # 'dp=4 x tp=2', 'shift:threshold=256', 'flying', 'disagg:2x(tp=2)/4x(tp=1)'
+    kind: str  # static | dynamic | disagg
     policy: str  # RunSpec.policy
     layout: str | None = None  # RunSpec.layout (static: the instance layout, dp explicit)
     policy_args: tuple = ()  # RunSpec.policy_args
@@ -38,8 +42,10 @@ def _divisors(n: int) -> list[int]:
 
 def static_layouts(spec, hw, gpus: int, fw) -> tuple[list[ParallelLayout], list[tuple[str, str]]]:
     """Every (dp, tp, pp, sp, ep) on exactly `gpus` GPUs (dp fills them) that validates and whose
-    instance memory plan leaves KV room; and (layout, reason) for those that do not."""
-    ok, dropped = [], []
+    instance memory plan leaves KV room; and (layout, reason) for those that do not. On several nodes
+    (gpus > hw.gpus_per_node) an instance must sit inside one node or on whole nodes: one StepTable
+    costs every instance alike (perfmodel.deploy refuses the others with the same words)."""
+    ok, dropped, node = [], [], hw.gpus_per_node
     for tp, pp, sp in itertools.product(_divisors(gpus), repeat=3):
         if gpus % (tp * pp * sp):
             continue
@@ -48,6 +54,9 @@ def static_layouts(spec, hw, gpus: int, fw) -> tuple[list[ParallelLayout], list[
         for ep in eps:
             try:
                 lay = ParallelLayout(tp=tp, pp=pp, sp=sp, dp=dp, ep=ep).validate(spec, gpus)
+                inst = instance_layout(lay).gpus_per_instance
+                if gpus > node and inst % node and node % inst:
+                    raise LayoutError(f"an instance of {inst} GPUs would straddle {node}-GPU nodes unevenly")
                 plan = memory.plan(spec, instance_layout(lay), hw, fw)
             except LayoutError as e:
                 dropped.append((_name(tp, pp, sp, dp, ep), str(e)))
@@ -74,8 +83,10 @@ def static_candidate(lay: ParallelLayout) -> Candidate:
 
 
 def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candidate], list[tuple[str, str]]]:
-    """Shift at a few thresholds, Flying, Seesaw and SiDP at their defaults; each checked by the
-    policy's own plan builder (simulator.policies.POLICIES), dropped with its words when refused."""
+    """Shift at a few thresholds, Flying, Seesaw and SiDP at their defaults (Seesaw and SiDP on one
+    node only: docs/multinode.md); each checked by the policy's own plan builder
+    (simulator.policies.POLICIES), dropped with its words when refused."""
+    from simulator.cluster.simulate import SINGLE_NODE_POLICIES
     from simulator.policies import POLICIES
 
     wanted = [Candidate(f"shift:threshold={t}", "dynamic", "shift", None, (("threshold", str(t)),), "shift", t)
@@ -84,6 +95,8 @@ def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candida
     ok, dropped = [], []
     for c in wanted:
         try:
+            if gpus > hw.gpus_per_node and c.policy in SINGLE_NODE_POLICIES:  # the simulator's refusal, early
+                raise LayoutError(f"{c.policy} runs on one node ({hw.gpus_per_node} GPUs); {gpus} GPUs span several")
             if c.policy == "shift":
                 deployment("shift", spec, hw, gpus, fw, c.threshold)
             POLICIES[c.policy](c.policy, None, spec, hw, gpus, fw, dict(c.policy_args), prof)
@@ -94,17 +107,55 @@ def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candida
     return ok, dropped
 
 
+def disagg_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candidate], list[tuple[str, str]]]:
+    """Prefill on DISAGG_SHARES of the GPUs, decode on the rest; each pool replicated at the smallest TP
+    that holds the model (perfmodel.disagg.pool_on, the --policy dp rule), and the variants with twice
+    that TP in the prefill pool (shorter prompts' TTFT) or in the decode pool (shorter steps). Each
+    split is checked by the disagg policy's own plan builder (placement, memory, node boundaries)."""
+    from perfmodel.disagg import Pool, pool_on
+    from simulator.policies import POLICIES
+
+    ok, dropped, seen = [], [], set()
+    for share in DISAGG_SHARES:
+        n_p = max(1, min(gpus - 1, int(round(gpus * share))))
+        n_d = gpus - n_p
+        try:
+            base = (pool_on(spec, hw, n_p, fw, "prefill"), pool_on(spec, hw, n_d, fw, "decode"))
+        except LayoutError as e:
+            dropped.append((f"disagg:prefill {n_p} / decode {n_d} GPUs", str(e).splitlines()[0]))
+            continue
+        wider = [Pool(n // (2 * b.layout.tp), ParallelLayout(tp=2 * b.layout.tp)) if n % (2 * b.layout.tp) == 0
+                 and b.layout.pp == b.layout.sp == 1 and b.count > 1 else None for b, n in zip(base, (n_p, n_d))]
+        for p, d in (base, (wider[0], base[1]), (base[0], wider[1])):
+            if p is None or d is None or (str(p), str(d)) in seen:
+                continue
+            seen.add((str(p), str(d)))
+            args = (("decode", str(d)), ("prefill", str(p)))
+            c = Candidate(f"disagg:{p}/{d}", "disagg", "disagg", None, args, "disagg")
+            try:
+                POLICIES["disagg"]("disagg", None, spec, hw, gpus, fw, dict(args), prof)
+            except (LayoutError, ValueError) as e:
+                dropped.append((c.label, str(e).splitlines()[0] if str(e) else type(e).__name__))
+                continue
+            ok.append(c)
+    return ok, dropped
+
+
 def generate(spec, hw, gpus: int, fw, kinds=KINDS, prof=None) -> tuple[list[Candidate], list[tuple[str, str]]]:
-    """(candidates, dropped (label, reason)). `kinds`: static and/or dynamic."""
-    if gpus < 1 or gpus > hw.gpus_per_node:
-        raise LayoutError(f"--gpus {gpus}: a {hw.name} node has 1 to {hw.gpus_per_node} GPUs (recommend searches "
-                          f"one node; several: simulate --nodes N --compare ...)")
+    """(candidates, dropped (label, reason)). `kinds`: static, dynamic and/or disagg. `hw` is the node
+    as perfmodel.deploy.cluster returns it (gpus_per_node = the node size used); `gpus` the total."""
+    if gpus < 1:
+        raise LayoutError(f"--gpus {gpus} must be >= 1")
+    if gpus > hw.gpus_per_node and not hw.has_network:
+        raise LayoutError(f"--gpus {gpus} exceeds a {hw.name} node ({hw.gpus_per_node} GPUs) and {hw.name} has no "
+                          "inter-node network in its preset (nic_bw_gbs = 0)")
     cands, dropped = [], []
     if "static" in kinds:
         lays, dropped = static_layouts(spec, hw, gpus, fw)
         cands += [static_candidate(lay) for lay in lays]
-    if "dynamic" in kinds and gpus > 1:
-        dyn, why = dynamic_candidates(spec, hw, gpus, fw, prof)
-        cands += dyn
-        dropped += why
+    for kind, fn in (("dynamic", dynamic_candidates), ("disagg", disagg_candidates)):
+        if kind in kinds and gpus > 1:
+            more, why = fn(spec, hw, gpus, fw, prof)
+            cands += more
+            dropped += why
     return cands, dropped

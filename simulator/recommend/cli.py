@@ -1,11 +1,13 @@
 """`simulate recommend`: the best parallelism for a trace under latency SLOs.
 
-    simulate recommend --trace T --model M --hardware H --gpus N [--framework F]
-        --slo-ttft-ms X --slo-tpot-ms Y [--slo-percentile 90] [--candidates static,dynamic]
-        [--gpu-hour-usd P] [--top 10] [--workers N] [--out DIR] [--plot PNG] [--format table|json]
+    simulate recommend --trace T --model M --hardware H --gpus N [--nodes K] [--gpus-per-node G]
+        [--framework F] --slo-ttft-ms X --slo-tpot-ms Y [--slo-percentile 90]
+        [--candidates static,dynamic,disagg] [--gpu-hour-usd P] [--top 10] [--workers N]
+        [--executor local|ray] [--out DIR] [--plot PNG] [--format table|json]
 
-Every static layout that fits and the dynamic policies (Shift at three thresholds, Flying, Seesaw,
-SiDP) are bounded in closed form; the ones that can still win are simulated on the trace (the
+Every static layout that fits (instances inside a node or on whole nodes), the dynamic policies
+(Shift at three thresholds, Flying, Seesaw and SiDP on one node) and disaggregated prefill/decode
+splits are bounded in closed form; the ones that can still win are simulated on the trace (the
 `simulate` run path) and ranked by SLO goodput per GPU. Exit 0 (also when no candidate meets the SLOs:
 `met: false`, the closest ones listed), 2 bad input or a model that fits nothing (one `error:` line).
 """
@@ -31,18 +33,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_trace_args(p, default_trace=None)
     p.add_argument("--model", default="llama-3.3-70b", help="preset, HF id or config.json")
     p.add_argument("--hardware", default="h200", help="hardware preset")
-    p.add_argument("--gpus", type=int, default=8, help="GPUs of one node")
+    p.add_argument("--gpus", type=int, help="GPUs in all (default: 8 on one node; every GPU of --nodes x "
+                   "--gpus-per-node when either is given)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes, joined by the preset's NICs (docs/multinode.md)")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's)")
     p.add_argument("--weights", choices=("bf16", "fp8"), help="default: fp8 where the hardware has fp8, else bf16")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
     p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE))
     p.add_argument("--slo-ttft-ms", type=float, required=True, help="TTFT SLO per request (ms)")
     p.add_argument("--slo-tpot-ms", type=float, required=True, help="TPOT SLO per request (ms)")
     p.add_argument("--slo-percentile", type=float, default=90.0,
-                   help="the SLOs are met when this % of requests meet both")
-    p.add_argument("--candidates", default="static,dynamic", help="static, dynamic or both (comma list)")
+                   help="the SLOs are met when this %% of requests meet both")  # %%: argparse formats help
+    p.add_argument("--candidates", default=",".join(KINDS), help="comma list of static, dynamic, disagg")
     p.add_argument("--gpu-hour-usd", type=float, help="price of one GPU hour, for cost per million tokens")
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="simulations in parallel")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where simulations run: processes here, or Ray (simulator.sweep.executors)")
     p.add_argument("--no-prune", action="store_true", help="simulate every candidate (exhaustive)")
     p.add_argument("--out", help="directory for recommend.json and ranking.csv")
     p.add_argument("--plot", help="PNG: p90 TTFT vs goodput per GPU, one marker per candidate")
@@ -121,7 +128,8 @@ def main(argv=None) -> int:
             check_writable_file(args.plot)
         wl = workload_from_args(args)
         log = (lambda m: print(m, file=sys.stderr)) if args.verbose else None
-        res = recommend(wl, model=args.model, hardware=args.hardware, gpus=args.gpus, slo_ttft_ms=args.slo_ttft_ms,
+        res = recommend(wl, model=args.model, hardware=args.hardware, gpus=args.gpus, nodes=args.nodes,
+                        gpus_per_node=args.gpus_per_node, executor=args.executor, slo_ttft_ms=args.slo_ttft_ms,
                         slo_tpot_ms=args.slo_tpot_ms, framework=args.framework, weights=args.weights,
                         profile=args.profile, slo_percentile=args.slo_percentile, kinds=kinds,
                         gpu_hour_usd=args.gpu_hour_usd, workers=args.workers, prune=not args.no_prune, log=log)

@@ -1,6 +1,7 @@
 """`recommend`: generate candidates, bound them in closed form, simulate the survivors, rank."""
 from __future__ import annotations
 
+import importlib.util
 import time
 
 from perfmodel.framework import framework_preset
@@ -9,23 +10,33 @@ from simulator.recommend import candidates as cand_mod
 from simulator.recommend.prune import bounds as closed_form_bounds
 from simulator.recommend.rank import finish_row, rank, search
 from simulator.recommend.serve import commands
+from simulator.sweep.executors import EXECUTORS
 
 
 class NoFit(LayoutError):
     """The model fits no candidate deployment (the CLI's exit 2)."""
 
 
-def recommend(wl, *, model: str, hardware: str, gpus: int, slo_ttft_ms: float, slo_tpot_ms: float,
+def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: float, slo_tpot_ms: float,
               framework: str = "vllm", weights: str | None = None, profile: str | None = None,
               slo_percentile: float = 90.0, kinds=cand_mod.KINDS, gpu_hour_usd: float | None = None,
-              workers: int = 1, prune: bool = True, log=None) -> dict:
+              workers: int = 1, prune: bool = True, log=None, nodes: int = 1, gpus_per_node: int | None = None,
+              executor: str = "local") -> dict:
     """The summary dict: met, winner, ranking (every simulated candidate, best first), pruned,
-    dropped, counts, commands, wall_s. Raises NoFit when no candidate fits."""
+    dropped, counts, commands, wall_s. Raises NoFit when no candidate fits. `gpus`: the GPUs used in
+    all (None: every GPU of `nodes` x `gpus_per_node`, or 8 on one node; perfmodel.deploy.cluster's rule).
+    `executor`: 'local' (processes here) or 'ray' (simulator.sweep.executors.run_ray)."""
+    from perfmodel.deploy import cluster
     from simulator.run import hardware_and_profile, model_spec
 
     t0 = time.perf_counter()
     log = log or (lambda s: None)
+    if executor not in EXECUTORS:
+        raise ValueError(f"--executor {executor!r}: one of {', '.join(EXECUTORS)}")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:  # before any work, one line (exit 2)
+        raise ValueError("--executor ray needs Ray, which is not installed: pip install 'parallelism-sim[ray]'")
     hw, prof = hardware_and_profile(hardware, profile)
+    hw, gpus = cluster(hw, nodes, gpus_per_node, gpus)  # the node size used and the total; bad sizes raise
     w = weights or ("fp8" if hw.has_fp8 else "bf16")
     spec = model_spec(model, w, "bf16")
     fw = framework_preset(framework)
@@ -34,7 +45,8 @@ def recommend(wl, *, model: str, hardware: str, gpus: int, slo_ttft_ms: float, s
         log(f"dropped {label}: {why}")
     if not cands:
         why = "; ".join(sorted({r for _, r in dropped}))[:300]
-        raise NoFit(f"{spec.name} ({w}) fits no {'/'.join(kinds)} deployment on {gpus} x {hw.name}: {why}")
+        raise NoFit(f"{spec.name} ({w}) fits no {'/'.join(kinds)} deployment on {gpus} x {hw.name}"
+                    f"{f' ({nodes} nodes)' if nodes > 1 else ''}: {why}")
     b, failed = closed_form_bounds(cands, wl, spec, hw, gpus, fw, prof, slo_ttft_ms, slo_tpot_ms, slo_percentile)
     for label, why in failed.items():
         log(f"dropped {label}: closed form refuses it: {why}")
@@ -42,8 +54,9 @@ def recommend(wl, *, model: str, hardware: str, gpus: int, slo_ttft_ms: float, s
     cands = [c for c in cands if c.label in b]
     arr = wl.requests["arrival_s"]
     span = float(arr.max() - arr.min()) or 1.0
-    task = dict(workload=wl, model=model, hardware=hardware, gpus=gpus, weights=w, profile=profile,
-                framework=framework, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, pct=slo_percentile)
+    task = dict(workload=wl, model=model, hardware=hardware, gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node,
+                weights=w, profile=profile, framework=framework, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                pct=slo_percentile)
     by_label = {c.label: c for c in cands}
 
     def finish(row):
@@ -54,7 +67,7 @@ def recommend(wl, *, model: str, hardware: str, gpus: int, slo_ttft_ms: float, s
         row.update(bound_good=bd.good_bound, unloaded_ttft_ms=bd.unloaded_ttft_ms, unloaded_tpot_ms=bd.unloaded_tpot_ms)
         return finish_row(row, span, gpus, slo_percentile, gpu_hour_usd, slo_ttft_ms, slo_tpot_ms)
 
-    rows, pruned = search(cands, b, task, workers, finish, prune, log)
+    rows, pruned = search(cands, b, task, workers, finish, prune, log, executor)
     for label, why in [(r["label"], r["error"]) for r in rows if "error" in r]:
         log(f"dropped {label}: the simulator refuses it: {why}")
         dropped.append((label, why))
@@ -70,8 +83,9 @@ def recommend(wl, *, model: str, hardware: str, gpus: int, slo_ttft_ms: float, s
         ranking, key=lambda r: (max(r["ttft_miss_ms"], r["tpot_miss_ms"]), r["label"]))[:3]
     return {"met": bool(winner and winner["met"]), "winner": winner, "ranking": ranking,
             "closest": closest, "pruned": pruned, "dropped": [{"label": l, "reason": r} for l, r in dropped],
-            "counts": counts, "commands": commands(winner, model, gpus) if winner else None,
+            "counts": counts, "commands": commands(winner, model, gpus, hw.gpus_per_node) if winner else None,
             "slo": {"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "percentile": slo_percentile},
-            "setup": {"model": spec.name, "hardware": hw.name, "gpus": gpus, "weights": w, "framework": framework,
+            "setup": {"model": spec.name, "hardware": hw.name, "gpus": gpus, "nodes": nodes,
+                      "gpus_per_node": hw.gpus_per_node, "weights": w, "framework": framework, "executor": executor,
                       "trace": getattr(wl, "source", ""), "requests": len(wl), "trace_span_s": span},
             "wall_s": time.perf_counter() - t0}

@@ -28,7 +28,7 @@ def pareto_plot(res: dict, path) -> None:
     # the ranked table names the rest (clusters of equal goodput would be unreadable)
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for i, r in enumerate(rows):
-        color = "tab:blue" if r["kind"] == "static" else "tab:orange"
+        color = {"static": "tab:blue", "disagg": "tab:green"}.get(r["kind"], "tab:orange")
         ax.scatter(r["p90_ttft_ms"], r["goodput_per_gpu"], c=color, marker="o" if r["met"] else "x", s=36)
         if id(r) in named or not r["met"]:
             ax.annotate(r["label"], (r["p90_ttft_ms"], r["goodput_per_gpu"]), fontsize=7,
@@ -46,7 +46,8 @@ def pareto_plot(res: dict, path) -> None:
     ax.set_xlabel("p90 TTFT (ms)")
     ax.set_ylabel("SLO goodput per GPU (req/s)")
     s = res["setup"]
-    ax.set_title(f"{s['model']} on {s['gpus']} x {s['hardware']}: blue static, orange dynamic, x = SLO missed",
+    ax.set_title(f"{s['model']} on {s['gpus']} x {s['hardware']}: blue static, orange dynamic, green disagg, "
+                 "x = SLO missed",
                  fontsize=9)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()

@@ -9,6 +9,8 @@ For each candidate, from perfmodel.estimate on the trace's lengths:
 * `possible`: requests whose lower bounds meet both SLOs (with LATENCY_MARGIN of slack);
 * a bound on the requests served within SLO: min(possible, THROUGHPUT_SLACK x the closed form's
   saturated request rate x the time they can finish in);
+  disaggregated splits are bounded by their own pools (prefill alone + KV transfer; a decode step alone),
+  not by the static floor: they never run a prompt on the decode pool or a decode on the prefill pool;
 * a lower bound on the p90 TTFT (order statistics keep the per-request bounds' order).
 Upper key (can meet the attainment, requests bound, -p90 TTFT bound) against a simulated result's key
 (met, good requests, -p90 TTFT): a candidate whose upper key is below the best simulated key cannot win.
@@ -56,12 +58,25 @@ def _grid(inputs: np.ndarray, max_input: int) -> np.ndarray:
     return np.unique(np.quantile(u, np.linspace(0, 1, GRID_POINTS), method="lower").astype(int))
 
 
-def _curves(strategy, threshold, spec, hw, gpus, fw, prof, grid, max_len):
-    """(TTFT ms, one decode step ms) alone per grid prompt length, and saturated tok/s (None: refused)."""
+def _estimate(c, spec, hw, gpus, I, O, prof, fw, limits, max_len) -> dict:
+    """perfmodel's closed-form row of candidate `c`. Disaggregated splits go to perfmodel.disagg.estimate_row
+    with their pools (estimate('disagg') knows only the default split): TTFT = the prompt alone on a prefill
+    instance + its KV transfer, TPOT = one decode step alone on a decode instance, tok/s = the slowest
+    pool's saturated rate; the same quantities, with the same scheduler limits, as the other candidates'."""
+    if c.policy == "disagg":
+        from perfmodel.disagg import estimate_row
+
+        a = dict(c.policy_args)
+        return estimate_row(spec, hw, gpus, I, O, prof, fw, limits, max_len, a.get("prefill"), a.get("decode"))
+    return estimate(c.strategy, spec, hw, gpus, I, O, prof, fw, limits, c.threshold, max_len)
+
+
+def _curves(c, spec, hw, gpus, fw, prof, grid, max_len):
+    """(TTFT ms, one decode step ms) alone per grid prompt length (LayoutError / ValueError: refused)."""
     nochunk = SchedulerLimits(max(int(grid.max()), 1), 1024)
     ttft, tpot = [], []
     for i in grid:
-        r = estimate(strategy, spec, hw, gpus, int(i), 2, prof, fw, nochunk, threshold, max_len)
+        r = _estimate(c, spec, hw, gpus, int(i), 2, prof, fw, nochunk, max_len)
         ttft.append(r["ttft_ms"])
         tpot.append(r["tpot_ms"])
     # PP layouts need no division by pp: a prompt's prefill is never split over micro-batches
@@ -70,7 +85,9 @@ def _curves(strategy, threshold, spec, hw, gpus, fw, prof, grid, max_len):
 
 
 def bounds(cands, wl, spec, hw, gpus, fw, prof, slo_ttft_ms, slo_tpot_ms, pct) -> tuple[dict, dict]:
-    """{label: Bound} and {label: reason} for candidates whose closed form refuses the trace."""
+    """{label: Bound} and {label: reason} for candidates whose closed form refuses the trace. `hw` is the
+    node as perfmodel.deploy.cluster returns it and `gpus` the total (as `perfmodel estimate --nodes`
+    passes them), so multi-node candidates are costed with the inter-node network."""
     req = wl.requests
     I = req["input_tokens"].to_numpy()
     O = req["output_tokens"].to_numpy()
@@ -87,9 +104,9 @@ def bounds(cands, wl, spec, hw, gpus, fw, prof, slo_ttft_ms, slo_tpot_ms, pct) -
     curves, sat, failed = {}, {}, {}
     for c in cands:
         try:
-            curves[c.label] = _curves(c.strategy, c.threshold, spec, hw, gpus, fw, prof, grid, max_len)
-            sat[c.label] = estimate(c.strategy, spec, hw, gpus, mean_i, mean_o, prof, fw, limits, c.threshold,
-                                    max_len)["throughput_tokens_per_s"]
+            curves[c.label] = _curves(c, spec, hw, gpus, fw, prof, grid, max_len)
+            sat[c.label] = _estimate(c, spec, hw, gpus, mean_i, mean_o, prof, fw, limits, max_len)[
+                "throughput_tokens_per_s"]
         except (LayoutError, ValueError) as e:
             failed[c.label] = str(e).splitlines()[0]
     static = [c.label for c in cands if c.kind == "static" and c.label in curves]

@@ -30,7 +30,8 @@ def evaluate(task: dict) -> dict:
     try:
         wl = task["workload"] if task.get("workload") is not None else _workload(task["trace"])
         rs = RunSpec(policy=c["policy"], layout=c["layout"], policy_args=tuple(sorted(c["policy_args"].items())),
-                     model=task["model"], hardware=task["hardware"], gpus=task["gpus"], weights=task["weights"],
+                     model=task["model"], hardware=task["hardware"], gpus=task["gpus"], nodes=task.get("nodes", 1),
+                     gpus_per_node=task.get("gpus_per_node"), weights=task["weights"],
                      profile=task["profile"], framework=task["framework"],
                      slo_ttft_ms=task["slo_ttft_ms"], slo_tpot_ms=task["slo_tpot_ms"])
         r = run(wl, rs)
@@ -79,12 +80,16 @@ def rank(rows: list[dict]) -> list[dict]:
     return sorted((r for r in rows if "error" not in r), key=lambda r: (tuple(-x for x in key(r)), r["label"]))
 
 
-def search(cands, bounds, task_base: dict, workers: int, finish, prune: bool = True, log=None):
+def search(cands, bounds, task_base: dict, workers: int, finish, prune: bool = True, log=None,
+           executor: str = "local"):
     """Simulate candidates highest bound first, `workers` at a time, skipping those whose bound
-    cannot beat the best result so far. Returns (rows, pruned {label: reason})."""
+    cannot beat the best result so far. Returns (rows, pruned {label: reason}). `executor` 'ray':
+    waves of `workers` candidates through simulator.sweep.executors.run_ray (one Ray started here for
+    all waves, or the caller's), pruning between waves; 'local': a process pool fed one candidate
+    each time one finishes, so pruning sees every result as it comes."""
     order = sorted(cands, key=lambda c: (tuple(-x for x in bounds[c.label].key), c.label))
     rows, pruned, best = [], {}, None
-    tasks = [dict(task_base, candidate=c.as_dict()) for c in order]
+    queue = [(c, dict(task_base, candidate=c.as_dict())) for c in order]
 
     def take(row):
         nonlocal best
@@ -102,20 +107,52 @@ def search(cands, bounds, task_base: dict, workers: int, finish, prune: bool = T
             pruned[c.label] = why
         return why is not None
 
-    if workers <= 1 or len(tasks) <= 1:
-        for c, t in zip(order, tasks):
+    if executor == "ray":
+        _ray_waves(queue, workers, skip, take)
+    elif workers <= 1 or len(queue) <= 1:
+        for c, t in queue:
             if not skip(c):
                 take(evaluate(t))
-        return rows, pruned
+    else:
+        _local_pool(queue, workers, skip, take)
+    return rows, pruned
+
+
+def _ray_waves(queue, workers, skip, take) -> None:
+    import ray
+
+    from simulator.sweep.executors import run_ray
+
+    started = not ray.is_initialized()
+    if started:  # run_ray would start and stop a Ray per call; one for every wave
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    try:
+        while queue:
+            wave = []
+            while queue and len(wave) < workers:
+                c, t = queue.pop(0)
+                if not skip(c):
+                    wave.append(t)
+            for row in run_ray(wave, workers, fn=evaluate):
+                take(row)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _local_pool(queue, workers, skip, take) -> None:
+    """The sweep's local executor (spawned processes that leave Ctrl-C to the parent), fed one task
+    each time one finishes: simulator.sweep.executors.run_local submits a whole list at once, which
+    would leave nothing to prune."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     from simulator.sweep.executors import ignore_sigint
 
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("spawn"),
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=ignore_sigint)
     try:
-        queue, running = list(zip(order, tasks)), set()
+        running = set()
         while queue or running:
             while queue and len(running) < workers:
                 c, t = queue.pop(0)
@@ -129,4 +166,3 @@ def search(cands, bounds, task_base: dict, workers: int, finish, prune: bool = T
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    return rows, pruned

@@ -48,10 +48,65 @@ def degrees_of(row: dict, gpus: int) -> dict:
     return {"dp": dp, "tp": lay.tp, "pp": lay.pp, "sp": lay.sp, "ep": lay.ep}
 
 
-def commands(row: dict, model: str, gpus: int) -> dict:
-    """{'vllm': ..., 'sglang': ..., 'trtllm': ..., 'note': ...} for the winner `row`."""
-    d = degrees_of(row, gpus)
+# Disaggregated serving, one process per instance plus a router (docs pages by name): vLLM "NixlConnector
+# Usage Guide" (docs.vllm.ai features/nixl_connector_usage; "Disaggregated Prefilling (experimental)"),
+# SGLang "PD Disaggregation" (docs.sglang.io advanced_features/pd_disaggregation), TRT-LLM "Disaggregated
+# Serving in TensorRT LLM" (tech blog 5; examples/disaggregated/README.md: trtllm-serve disaggregated -c)
+NIXL = """'{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+DISAGG_NOTE = ("disaggregated prefill/decode is a multi-process deployment: {np} prefill and {nd} decode server(s), "
+               "each on its own GPUs, and a proxy/router in front; docs: vLLM 'NixlConnector Usage Guide', SGLang "
+               "'PD Disaggregation', TRT-LLM 'Disaggregated Serving' (examples/disaggregated)")
+
+
+def disagg_commands(row: dict, m: str) -> dict:
+    """Prefill and decode servers (one per pool instance, ports counted up) and the router, per framework."""
+    from perfmodel.disagg import parse_pool
+
+    a = row.get("policy_args") or {}
+    p, d = parse_pool(a["prefill"], "prefill"), parse_pool(a["decode"], "decode")
+    tp_p, tp_d = p.layout.tp * p.layout.sp, d.layout.tp * d.layout.sp
+    vpp_p, vpp_d = (f" --pipeline-parallel-size {x.layout.pp}" if x.layout.pp > 1 else "" for x in (p, d))
+    tpp_p, tpp_d = (f" --pp_size {x.layout.pp}" if x.layout.pp > 1 else "" for x in (p, d))
+    vllm = (f"prefill x{p.count}: vllm serve {m} --tensor-parallel-size {tp_p}{vpp_p} --port 8100 "
+            f"--kv-transfer-config {NIXL}; decode x{d.count}: vllm serve {m} --tensor-parallel-size {tp_d}{vpp_d} "
+            f"--port 8200 --kv-transfer-config {NIXL}; proxy: python "
+            "toy_proxy_server.py --port 8000 --prefiller-hosts P_HOSTS --prefiller-ports 8100 --decoder-hosts "
+            "D_HOSTS --decoder-ports 8200 (vLLM tests/v1/kv_connector/nixl_integration)")
+    sglang = (f"prefill x{p.count}: python -m sglang.launch_server --model-path {m} --disaggregation-mode prefill "
+              f"--tp {tp_p} --disaggregation-transfer-backend nixl --port 30000; decode x{d.count}: python -m "
+              f"sglang.launch_server --model-path {m} --disaggregation-mode decode --tp {tp_d} "
+              "--disaggregation-transfer-backend nixl --port 30001; router: python -m sglang_router.launch_router "
+              "--pd-disaggregation --prefill http://P_HOST:30000 --decode http://D_HOST:30001")
+    trt = (f"context x{p.count}: trtllm-serve {m} --tp_size {tp_p}{tpp_p} --port 8001 --extra_llm_api_options "
+           f"ctx.yaml; generation x{d.count}: trtllm-serve {m} --tp_size {tp_d}{tpp_d} --port 8002 "
+           "--extra_llm_api_options gen.yaml (both: cache_transceiver_config backend UCX or "
+           "NIXL); then: trtllm-serve disaggregated -c disagg.yaml (context_servers / generation_servers: "
+           f"num_instances {p.count} / {d.count} and their urls)")
+    return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": DISAGG_NOTE.format(np=p.count, nd=d.count)}
+
+
+def _multinode_note(d: dict, gpus: int, per_node: int) -> str | None:
+    """How a static layout runs on several nodes (docs/multinode.md: instances inside a node or on whole nodes)."""
+    if gpus <= per_node:
+        return None
+    nodes = -(-gpus // per_node)
+    inst = d.get("tp", 1) * d.get("pp", 1) * d.get("sp", 1)
+    if inst <= per_node:  # vLLM "Data Parallel Deployment": one launch per node, the head's address shared
+        return (f"{nodes} nodes: run the vLLM line on each node with --data-parallel-size-local "
+                f"{d.get('dp', 1) // nodes} --data-parallel-address HEAD_IP (the others add --headless "
+                "--data-parallel-start-rank R); SGLang/TRT-LLM: one server per instance behind a router")
+    return (f"{nodes} nodes: an instance spans {inst // per_node} nodes (TP/PP over the NICs): vLLM runs it on a "
+            "Ray cluster (--distributed-executor-backend ray, 'Parallelism and Scaling' docs); SGLang: --nnodes "
+            "--node-rank --dist-init-addr; TRT-LLM: mpirun / trtllm-llmapi-launch over the nodes")
+
+
+def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None) -> dict:
+    """{'vllm': ..., 'sglang': ..., 'trtllm': ..., 'note': ...} for the winner `row` on `gpus` GPUs in all
+    (nodes of `gpus_per_node`; None: one node)."""
     m = hf_name(model)
+    if row.get("policy") == "disagg":
+        return disagg_commands(row, m)
+    d = degrees_of(row, gpus)
     tp, pp, dp, sp, ep = d.get("tp", 1), d.get("pp", 1), d.get("dp", 1), d.get("sp", 1), d.get("ep", 1)
     policy = row.get("policy", "layout")
     if policy == "shift":  # the deployment's base is SP x TP; the plugin serves it with the shift config beside
@@ -78,6 +133,9 @@ def commands(row: dict, model: str, gpus: int) -> dict:
         if dp > 1 and ep == 1:
             trt += f"  # x {dp} replicas behind a load balancer (trtllm-serve has no data-parallel flag)"
     notes = [PLUGIN[policy]] if policy in PLUGIN else []
+    multi = _multinode_note(d, gpus, gpus_per_node or gpus)
+    if multi:
+        notes.append(multi)
     if sp > 1 and policy != "shift":
         notes.append(PLUGIN["sp"] + "; SGLang / TRT-LLM lines run the same GPUs as TP instead")
     return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": "; ".join(notes) or None}

@@ -51,24 +51,28 @@ def run_task(task: dict) -> dict:
     return row
 
 
-def run_inline(tasks, workers, address=None):
-    """In this process, one run after another (workers=1; debugging)."""
+def run_inline(tasks, workers, address=None, fn=None):
+    """In this process, one run after another (workers=1; debugging). `fn`: what runs a task (every
+    executor takes it; simulate recommend passes its own evaluate); None: run_task, looked up at call
+    time (tests patch it)."""
+    fn = fn or run_task
     for t in tasks:
-        yield run_task(t)
+        yield fn(t)
 
 
-def run_local(tasks, workers, address=None):
+def run_local(tasks, workers, address=None, fn=None):
     """A pool of `workers` processes on this machine (spawned: safe beside threads and Ray)."""
     if workers <= 1 or len(tasks) <= 1:
-        yield from run_inline(tasks, workers)
+        yield from run_inline(tasks, workers, fn=fn)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    fn = fn or run_task
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=ignore_sigint)
     try:
-        for fut in as_completed([pool.submit(run_task, t) for t in tasks]):
+        for fut in as_completed([pool.submit(fn, t) for t in tasks]):
             yield fut.result()
     except KeyboardInterrupt:  # Ctrl-C: drop the queued runs (workers ignore SIGINT; the parent decides)
         pool.shutdown(wait=False, cancel_futures=True)
@@ -83,7 +87,7 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def run_ray(tasks, workers, address=None):
+def run_ray(tasks, workers, address=None, fn=None):
     """Ray tasks (one CPU each) on the cluster at `address` ('auto': a running one), or on a local
     Ray instance of `workers` CPUs started here; reuses a Ray already initialised by the caller."""
     try:
@@ -95,7 +99,7 @@ def run_ray(tasks, workers, address=None):
         kw = {"address": address} if address else {"num_cpus": workers}
         ray.init(include_dashboard=False, log_to_driver=False, **kw)
     try:
-        remote = ray.remote(num_cpus=1)(run_task)
+        remote = ray.remote(num_cpus=1)(fn or run_task)
         pending = [remote.remote(t) for t in tasks]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
