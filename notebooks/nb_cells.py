@@ -284,6 +284,7 @@ print("SiDP orderings reproduced")
 from nb_cells_03_05 import CALIBRATION, FLYING, SEESAW  # noqa: E402  (split to keep files short)
 from nb_cells_06 import SIM_VS_REAL  # noqa: E402
 from nb_cells_07 import DISAGG  # noqa: E402
+from nb_cells_08 import RECOMMEND  # noqa: E402
 
 NOTEBOOKS = {
     "00_quickstart": QUICKSTART,
@@ -294,4 +295,5 @@ NOTEBOOKS = {
     "05_calibration": CALIBRATION,
     "06_sim_vs_real": SIM_VS_REAL,
     "07_disagg": DISAGG,
+    "08_recommend": RECOMMEND,
 }
