@@ -83,7 +83,8 @@ def static_candidate(lay: ParallelLayout) -> Candidate:
 
 
 def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candidate], list[tuple[str, str]]]:
-    """Shift at a few thresholds, Flying, Seesaw and SiDP at their defaults (Seesaw and SiDP on one
+    """Shift at a few thresholds, Flying, Seesaw and SiDP at their defaults plus Flying's and Seesaw's main
+    knob variants (Seesaw and SiDP on one
     node only: docs/multinode.md); each checked by the policy's own plan builder
     (simulator.policies.POLICIES), dropped with its words when refused."""
     from simulator.cluster.simulate import SINGLE_NODE_POLICIES
@@ -92,6 +93,13 @@ def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candida
     wanted = [Candidate(f"shift:threshold={t}", "dynamic", "shift", None, (("threshold", str(t)),), "shift", t)
               for t in SHIFT_THRESHOLDS]
     wanted += [Candidate(p, "dynamic", p, None, (), p) for p in ("flying", "seesaw", "sidp")]
+    # the main knobs beyond the defaults: Flying's switching rule and its low-load TP rule (1: bind TP groups
+    # only when at most one request is in flight), Seesaw's prefill layout (pure PP, or TP2 x PP) with TP decode
+    for k, v in (("switching", "soft"), ("low_load", "1")):
+        wanted.append(Candidate(f"flying:{k}={v}", "dynamic", "flying", None, ((k, v),), "flying"))
+    for c_p in (f"pp={gpus}", f"tp=2;pp={gpus // 2}"):
+        args = (("c_p", c_p), ("c_d", f"tp={gpus}"))
+        wanted.append(Candidate(f"seesaw:c_p={c_p},c_d=tp={gpus}", "dynamic", "seesaw", None, args, "seesaw"))
     ok, dropped = [], []
     for c in wanted:
         try:
