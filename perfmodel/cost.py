@@ -73,7 +73,7 @@ def _expert_gemm_s(spec, layout, hw, n_loc, prof, fw: Framework = DEFAULT_FRAMEW
     factor = getattr(prof, "moe_factor", None)
     if factor is not None:
         mode, split = ("ep", layout.ep) if layout.ep > 1 else ("tp", layout.tp)
-        f = factor(fw.name, spec.weight_dtype, mode, split, m_e, getattr(fw, "moe_kernel", ""))
+        f = factor(fw.name, spec.weight_dtype, mode, split, m_e, fw.moe_kernel)
         if f is not None:
             t = t * f
     return t
@@ -215,18 +215,14 @@ def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework) -> dict:
     return terms
 
 
-def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
-              moe_imbalance: float | None = None) -> StepCost:
+def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> StepCost:
     """Time of one engine step of one instance: every scheduled sequence advances by its new tokens.
 
     PP: the batch is split into m = min(pp, seqs) micro-batches, the largest pacing the pipeline;
     in steady state the pipeline holds pp micro-batches in flight, so a step takes pp stage-times
     of the largest micro-batch, (pp - m) of them idle
     (pipeline_bubble). m = pp re-reads each stage's weights pp times per step (SYSTEMS.md 1).
-    `moe_imbalance`: busiest EP rank's routed rows / mean (Framework.moe_imbalance; None keeps fw's).
     """
-    if moe_imbalance is not None:
-        fw = dataclasses.replace(fw, moe_imbalance=moe_imbalance)
     pp = layout.pp
     if pp > 1:
         m = np.clip(np.minimum(pp, batch.seqs), 1, None)

@@ -129,6 +129,11 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
     return Deployment(s, lay, memory.plan(spec, instance_layout(lay), hw, fw))
 
 
+# strategies whose engines share one node's host memory or weight cache (Seesaw's CPU KV store, SiDP's
+# weight sharing over NVLink): refused on several nodes rather than run across the NICs unmodelled
+SINGLE_NODE_STRATEGIES = ("seesaw", "sidp")
+
+
 def _check_aligned(inst: int, hw) -> None:
     """Over several nodes every instance must sit alike (inside one node, or on whole nodes), so that
     one StepTable, costed for the instance on GPUs 0..inst-1, serves them all."""

@@ -30,6 +30,10 @@ import re
 
 import numpy as np
 
+from . import memory
+from .batch import decode_batch, prefill_batch
+from .cost import step_cost
+from .deploy import Deployment, deployment
 from .layout import LayoutError, ParallelLayout
 
 POOL_RE = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(?:\((?P<par>[^()]*)\)|(?P<bare>[^()]*))\s*$")
@@ -75,8 +79,6 @@ def parse_pool(text: str, name: str = "pool") -> Pool:
 def pool_on(spec, hw, gpus: int, fw, name: str = "pool") -> Pool:
     """The default pool on `gpus` GPUs: as `--policy dp` lays them out (the smallest power-of-two TP that
     holds the model with room for KV, replicated), or one TP instance where they hold only one replica."""
-    from .deploy import deployment
-
     if gpus < 1:
         raise LayoutError(f"disagg: no GPUs left for the {name} pool")
     try:
@@ -162,8 +164,6 @@ def kv_transfer_time_s(spec, prompt_tokens, prefill_layout, decode_layout, hw, a
 def pools_from_args(spec, hw, gpus: int, fw, prefill: str | None = None, decode: str | None = None):
     """(prefill Pool, decode Pool, prefill instances' GPUs, decode instances' GPUs): the given pools or the
     defaults (default_pools; one pool given: the other on the GPUs left), each instance validated and fitting its GPUs' memory, placed on the run's `gpus`."""
-    from . import memory
-
     if prefill is None and decode is None:
         p, d = default_pools(spec, hw, gpus, fw)
     elif decode is None:  # one pool given: the other takes the GPUs left (pool_on's rule)
@@ -194,10 +194,6 @@ def estimate_row(spec, hw, gpus: int, I: int, O: int, prof, fw, limits, max_len:
     tok/s = min over the pools' saturated rates (prefill: whole prompts, as many as the token budget holds,
     pp at least; decode: the batch its KV holds at full length (decode admission reserves prompt + output),
     capped by max_num_seqs, at the mean context; links: one transfer at a time per prefill instance)."""
-    from . import memory
-    from .batch import decode_batch, prefill_batch
-    from .cost import step_cost
-    from .deploy import Deployment
     from .estimate import tpot_s, ttft_s
 
     p, d, pg, dg = pools_from_args(spec, hw, gpus, fw, prefill, decode)

@@ -12,7 +12,7 @@ import numpy as np
 from .batch import decode_batch, make_batch, prefill_batch
 from .cost import step_cost
 from . import deploy
-from .deploy import deployment, instance_layout
+from .deploy import SINGLE_NODE_STRATEGIES, deployment, instance_layout
 from .framework import DEFAULT_FRAMEWORK, Framework, SchedulerLimits, vllm_default_limits
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError, ParallelLayout
@@ -304,7 +304,7 @@ def estimate_dynamic(strategy: str, spec, hw, gpus: int, input_tokens: int, outp
     """A row for sidp, seesaw, flying or disagg (keys as estimate's, plus `mode` and `note`)."""
     if gpus < 1 or gpus > hw.gpus_per_node:
         deployment("tp", spec, hw, gpus, fw)  # the static strategies' words for a bad --gpus
-    if gpus > hw.gpus_per_node and strategy in ("sidp", "seesaw"):
+    if gpus > hw.gpus_per_node and strategy in SINGLE_NODE_STRATEGIES:
         raise LayoutError(f"{strategy} runs on one node ({hw.gpus_per_node} GPUs); --gpus {gpus} spans several")
     if strategy != "flying" and gpus < 2:
         raise LayoutError(f"{strategy} needs at least 2 GPUs (got --gpus {gpus})")

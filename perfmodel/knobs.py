@@ -34,7 +34,7 @@ KV_BLOCK_TOKENS = 16
 # per-expert loads ~ x^-1.01 on [1, 0.8 x tokens], scaled to tokens x top-k, capped at tokens, no EPLB),
 # which we sampled (1000 draws, 4096 tokens, 256 experts top-8 as DeepSeek-V3) and averaged max/mean per
 # EP degree: EP 16 gives 1.89 (1.77 at 1024 tokens, 2.01 at 16384). Other expert counts use the same
-# table (an approximation; pass moe_imbalance= to step_cost, or --moe-imbalance, to set it; 1.0 = uniform).
+# table (an approximation; Framework.moe_imbalance sets it; 1.0 = uniform).
 MOE_EP_IMBALANCE_POWER_LAW = {1: 1.0, 2: 1.089, 4: 1.238, 8: 1.479, 16: 1.893, 32: 2.594, 64: 3.775,
                               128: 5.705, 256: 8.205}
 

@@ -28,7 +28,7 @@ from .modelspec import DTYPE_BYTES
 
 def latent_dim(spec) -> int:
     """Cached elements per token per layer: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek-V3)."""
-    return spec.kv_lora_rank + spec.qk_rope_head_dim
+    return spec.kv_elems_per_token_per_layer
 
 
 def proj_gemm_s(spec, tp: int, n_loc, hw, prof=None):

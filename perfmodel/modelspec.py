@@ -10,8 +10,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .hfconfig import (MLA_KEYS, check_modelled, config_name, derived_max_model_len,  # noqa: F401 (re-export)
-                       spec_fields, text_config)
+from .hfconfig import config_name, derived_max_model_len, spec_fields, text_config  # noqa: F401 (re-export)
 
 MODELS_DIR = Path(__file__).parent / "models"
 

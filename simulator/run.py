@@ -129,9 +129,8 @@ def deployment_name(engines: list) -> str:
             continue
         names[mode] = layout_name(dataclasses.replace(lay, dp=max(lay.dp, gpus // lay.gpus_per_instance)))
     if len(set(names.values())) == 1:  # one deployment; modes that are not its layout are listed after it
-        name, modes = next(iter(names.values())), [m for m, text in engines[0]["modes"].items() if m != text]
-        if name.startswith("prefill "):  # disagg: its name is the whole deployment already
-            return name
+        name = next(iter(names.values()))  # (mode names it already states are not repeated: disagg's)
+        modes = [m for m, text in engines[0]["modes"].items() if m != text and m not in name]
         return f"{name} ({' / '.join(modes)})" if modes else name
     return " / ".join(f"{m}: {n}" for m, n in names.items())
 

@@ -5,6 +5,7 @@ d 7168, 61 layers, 128 heads, q_lora_rank 1536, kv_lora_rank 512, nope 128, rope
 first_k_dense_replace = 3 layers, 256 routed experts of 2048 + 1 shared, top-8, vocab 129280), never from
 the code under test.
 """
+import dataclasses
 import hashlib
 import json
 
@@ -13,6 +14,7 @@ import pytest
 
 from perfmodel import cost, memory, mla, ops
 from perfmodel.batch import decode_batch, prefill_batch
+from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import load_hardware
 from perfmodel.knobs import MOE_EP_IMBALANCE_POWER_LAW, moe_ep_imbalance
 from perfmodel.layout import LayoutError, ParallelLayout
@@ -181,16 +183,19 @@ def test_imbalance_default_reproduces_power_law_and_costs_the_busiest_rank():
     assert _power_law_ratio(4096, 16) == pytest.approx(MOE_EP_IMBALANCE_POWER_LAW[16], rel=0.05)
     assert moe_ep_imbalance(16) == MOE_EP_IMBALANCE_POWER_LAW[16] and moe_ep_imbalance(1) == 1.0
     s, lay, b = spec(weights="fp8"), ParallelLayout(dp=8, ep=8), prefill_batch(1024)
-    t = {imb: float(cost.step_cost(s, lay, HW, b, None, moe_imbalance=imb).terms["gemm"]) for imb in (1.0, 1.5, None)}
+    def fw(imb):
+        return dataclasses.replace(DEFAULT_FRAMEWORK, moe_imbalance=imb)
+    t = {imb: float(cost.step_cost(s, lay, HW, b, None, fw(imb)).terms["gemm"]) for imb in (1.0, 1.5, None)}
     assert t[1.0] < t[1.5] and t[None] == pytest.approx(
-        float(cost.step_cost(s, lay, HW, b, None, moe_imbalance=moe_ep_imbalance(8)).terms["gemm"]))
-    # uniform routing at 1.5 x the group's tokens = the busiest rank at imbalance 1.5
+        float(cost.step_cost(s, lay, HW, b, None, fw(moe_ep_imbalance(8))).terms["gemm"]))
+    # a prefill that hits every expert (8 x 1024 x 8 routed rows over 256 experts): the busiest rank at
+    # imbalance 1.5 = uniform routing of 1.5 x the group's tokens
     n_loc = np.asarray(1024.0)
     a, _ = cost.expert_gemm_formula_s(s, lay, HW, n_loc, None, 1.5)
     c, _ = cost.expert_gemm_formula_s(s, lay, HW, n_loc * 1.5, None)
     assert float(a) == pytest.approx(float(c))
     one = ParallelLayout(tp=8)  # no EP: no imbalance term
-    assert float(cost.step_cost(s, one, HW, b, None, moe_imbalance=3.0).total_s) == float(
+    assert float(cost.step_cost(s, one, HW, b, None, fw(3.0)).total_s) == float(
         cost.step_cost(s, one, HW, b, None).total_s)
 
 

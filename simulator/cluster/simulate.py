@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 import simpy
 
+from perfmodel.deploy import SINGLE_NODE_STRATEGIES as SINGLE_NODE_POLICIES  # (one list for both layers)
 from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import resolve_max_model_len
@@ -26,11 +27,6 @@ from simulator.results.records import RequestRecords, StepRecords
 
 from .arrivals import Arrivals
 from .router import ROUTERS, Router
-
-
-# policies whose engines share one node's host memory or weight cache (Seesaw's CPU KV store, SiDP's
-# weight sharing over NVLink): refused on several nodes rather than run across the NICs unmodelled
-SINGLE_NODE_POLICIES = ("seesaw", "sidp")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,9 +98,10 @@ class Engine:
     @property
     def max_request_tokens(self) -> int:
         """Longest prompt + output this engine can serve: its KV capacity, and without chunked
-        prefill the step budget too (vLLM then requires max_model_len <= max_num_batched_tokens)."""
-        cap = self.kv.capacity_tokens
-        return cap if self.limits.chunked_prefill else min(cap, self.limits.chunk_cap)
+        prefill under vLLM's rule the step budget too (max_model_len <= max_num_batched_tokens; TRT-LLM
+        bounds only the context by it: `holds`)."""
+        cap, lim = self.kv.capacity_tokens, self.limits
+        return cap if lim.chunked_prefill or lim.reserve == "request" else min(cap, lim.chunk_cap)
 
     @property
     def num_running(self) -> int:
@@ -133,7 +134,7 @@ class Engine:
             return total <= kv_tokens
         if lim.reserve == "request":
             return total <= kv_tokens and prompt <= lim.chunk_cap
-        return total <= min(kv_tokens, lim.chunk_cap)
+        return total <= min(kv_tokens, lim.chunk_cap)  # (max_request_tokens with these KV tokens)
 
     def add_finish_hook(self, fn) -> None:
         self.finish_hooks.append(fn)
