@@ -37,11 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACE = "synthetic:gamma?rate=10&burstiness=0.5&n=30&input=48&output=16&seed=3"
 ARGS = ["--strategy", "tp", "--nproc", "1", "--model", "tiny", "--layers", "16"]
 # replayed over HTTP vs in-process, |relative difference| of the medians. TPOT: 20% (the issue's bound;
-# seen 1-7% over 6 runs). TTFT: 30%, because the in-process run's own median TTFT moved between 42.7 and
+# seen 1-7% over 6 runs). TTFT: 50%, because the in-process run's own median TTFT moved between 42.7 and
 # 53.9 ms over 6 runs of this test on the shared 2-core machine (queueing behind bursts amplifies other
-# jobs' load), so two runs differ by up to ~25% with no HTTP in between (seen: -18% to +11%); the
-# HTTP path itself is bounded tighter below (client minus server TTFT of the same requests: ~2 ms).
-REL = {"median_ttft_ms": 0.30, "median_tpot_ms": 0.20}
+# jobs' load), so two runs differ with no HTTP in between (seen: -18% to +11%, and +31% in one fresh-clone
+# CI run: 50.2 vs 38.3 ms); the HTTP path itself is bounded tightly below (client minus server TTFT of
+# the same requests, < 5 ms: ~2 ms).
+REL = {"median_ttft_ms": 0.50, "median_tpot_ms": 0.20}
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None:
