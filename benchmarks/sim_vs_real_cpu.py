@@ -160,7 +160,8 @@ def simulated(a, strategy: str, model: str, trace: str, profile: str, d: Path, s
     rs = RunSpec(policy=policy, layout=layout.format(w=a.nproc), model=model, hardware="cpu", gpus=a.nproc,
                  weights="fp32", kv_dtype="fp32", profile=profile,
                  policy_args={"threshold": a.threshold} if strategy == "shift" else (),
-                 engine=EngineConfig(max_num_batched_tokens=a.max_num_batched_tokens, max_num_seqs=a.max_num_seqs),
+                 engine=EngineConfig(max_num_batched_tokens=a.max_num_batched_tokens, max_num_seqs=a.max_num_seqs,
+                                     dp_lockstep="all"),  # the reference loop ticks its DP replicas together
                  router="least-tokens", step_overhead_ms=step_overhead_ms, framework="vllm")
     r = run(load_trace(trace), rs, framework=framework, workload_args={"trace": trace})
     write_run(d, r.summary, r.requests, r.steps)

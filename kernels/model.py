@@ -38,15 +38,23 @@ def rope(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 def attend(q, k, v, pos0: int) -> torch.Tensor:
     """Causal GQA attention of t new queries q (t, H, hs) over keys k, v (Hkv, T, hs) whose
-    last t entries are the new tokens (positions pos0..pos0+t-1). Returns (t, H, hs)."""
-    t, h, hs = q.shape
-    k = k.repeat_interleave(h // k.shape[0], 0)  # (H, T, hs): query head i reads KV head i // group
-    v = v.repeat_interleave(h // v.shape[0], 0)
-    scores = q.transpose(0, 1) @ k.transpose(1, 2) / math.sqrt(hs)  # (H, t, T): 2*t*T*hs FLOPs per head
-    qpos = pos0 + torch.arange(t, device=q.device)
-    mask = torch.arange(k.shape[1], device=q.device)[None, :] <= qpos[:, None]  # (t, T)
-    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-    return (probs @ v).transpose(0, 1)  # (t, H, hs)
+    last t entries are the new tokens (positions pos0..pos0+t-1). Returns (t, H, hs).
+
+    torch's scaled_dot_product_attention, the kernel microbench's attention suite times (so the perf
+    model's attention cost is this one's): a whole prompt (t == T) as its causal case, a decode
+    (t == 1) unmasked, a later chunk with the explicit mask of its offset. The hand-written
+    QK^T / mask / softmax / PV this replaced is ~4x slower at a 256-token prompt on a CPU
+    (docs/sim_vs_real.md)."""
+    t, T = q.shape[0], k.shape[1]
+    qh, k, v = q.transpose(0, 1)[None], k[None], v[None]  # (1, H, t, hs), (1, Hkv, T, hs): 4-D inputs,
+    # which the CPU flash kernel takes (3-D ones fall back to the math path, 4x slower at 256 tokens)
+    if t == T or t == 1:
+        o = F.scaled_dot_product_attention(qh, k, v, is_causal=t > 1, enable_gqa=True)
+    else:
+        qpos = pos0 + torch.arange(t, device=q.device)
+        mask = torch.arange(T, device=q.device)[None, :] <= qpos[:, None]  # (t, T)
+        o = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, enable_gqa=True)
+    return o[0].transpose(0, 1)  # (t, H, hs)
 
 
 class AttentionCore(nn.Module):

@@ -174,12 +174,12 @@ def token_terms(spec, layout, hw, tokens, prof=None, fw: Framework = DEFAULT_FRA
             g, e = _layer_gemm_ew_s(spec, layout, hw, tokens, moe, prof, fw)
             terms["gemm"] = terms["gemm"] + count * g
             terms["elementwise"] = terms["elementwise"] + count * e
-    host = sum(_stage_layers(spec, layout)) * hw.host_layer_s  # eager host time (a CPU's; 0 on GPUs)
+    host = sum(_stage_layers(spec, layout)) * hw.host_layer_s + hw.host_step_s  # eager host time (a CPU's; 0 on GPUs)
     for c in step_calls(spec, layout, tokens, np.zeros_like(tokens), ACT_BYTES):
         if c.where != "logits":
             terms[c.op] = terms[c.op] + _collective_s(c, layout, hw, prof, fw)
             host = host + c.calls * hw.host_collective_s
-    if hw.host_layer_s or hw.host_collective_s:
+    if hw.host_layer_s or hw.host_collective_s or hw.host_step_s:
         terms["overhead"] = terms["overhead"] + np.where(tokens > 0, host, 0.0)
     return terms
 

@@ -50,6 +50,11 @@ class Hardware:
     # running the reference implementations); 0 on GPUs, where graphs and async launches hide it
     host_layer_s: float = 0.0
     host_collective_s: float = 0.0
+    host_step_s: float = 0.0  # per step, beyond the framework's step overhead (the reference loop's turn)
+    # from a request's arrival at an idle engine to its first step's start (the serving loop's wake-up:
+    # the reference loop kernels.serve broadcasts an empty plan first); 0 on GPUs (vLLM's engine core
+    # blocks on its input socket and wakes within microseconds)
+    host_wake_s: float = 0.0
     # inter-node network, per GPU per direction (one NIC per GPU on HGX/DGX nodes); 0: the preset has
     # none, so multi-node layouts are refused for it rather than costed on a made-up link
     nic_type: str = ""
@@ -128,6 +133,8 @@ def load_hardware_file(path: Path) -> Hardware:
         host_layer_s=float(raw.get("host_layer_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_layer_us") else 0.0,
         host_collective_s=(float(raw.get("host_collective_us", {}).get("value", 0.0)) / 1e6
                            if raw.get("host_collective_us") else 0.0),
+        host_step_s=float(raw.get("host_step_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_step_us") else 0.0,
+        host_wake_s=float(raw.get("host_wake_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_wake_us") else 0.0,
         h2d_bw_gbs=_value(raw, "h2d_bw_gbs", path, src),
         nic_type=raw.get("nic_type", ""),
         nic_bw_gbs=_value(raw, "nic_bw_gbs", path, src) if "nic_bw_gbs" in raw else 0.0,

@@ -42,7 +42,12 @@ def busbw_factor(op: str, k):
 
 
 def _compute_dtype(weight_dtype: str, hw) -> str:
-    """fp8 weights run fp8 GEMMs (W8A8) where the GPU has fp8 tensor cores, else bf16 (W8A16)."""
+    """fp8 weights run fp8 GEMMs (W8A8) where the GPU has fp8 tensor cores, else bf16 (W8A16); fp32
+    weights run fp32 GEMMs (the reference implementations on a CPU: a profile's fp32 table, else its
+    bf16 one through calibration.gemm.DTYPE_FALLBACK). Regression: fp32 used to ask for the bf16 table,
+    2.3x too fast at 64 rows on this CPU (docs/sim_vs_real.md)."""
+    if weight_dtype == "fp32":
+        return "fp32"
     return "fp8" if weight_dtype == "fp8" and hw.has_fp8 else "bf16"
 
 

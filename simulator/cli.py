@@ -33,7 +33,7 @@ from perfmodel.layout import LayoutError
 from perfmodel.modelspec import preset_names
 
 from simulator.cluster.router import ROUTERS
-from simulator.engine.config import FRAMEWORK_ENGINE, SCHEDULE_ORDERS, framework_engine
+from simulator.engine.config import FRAMEWORK_ENGINE, LOCKSTEPS, SCHEDULE_ORDERS, framework_engine
 from simulator.results.files import atomic_path, check_writable_dir, check_writable_file, write_run
 from simulator.results.metrics import ConservationError
 from simulator.policies import POLICIES
@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority-scheduling", action="store_true", help="serve waiting requests by priority "
                    "(default: FCFS)")
     p.add_argument("--no-fast-forward", action="store_true", help="step by step (same per-request results)")
+    p.add_argument("--dp-lockstep", default=None, choices=LOCKSTEPS,
+                   help="DP engines that step together: ep = the attention-DP ranks of one expert-parallel MoE "
+                        "(default), all = every DP engine (the reference loop kernels.serve), off")
     p.add_argument("--reserve-full-prompt", action="store_true",
                    help="admit a request only if its whole prompt fits the free KV (later vLLM's "
                         "--scheduler-reserve-full-isl); default: its first chunk (vLLM 0.9)")
@@ -165,6 +168,7 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
                        enable_chunked_prefill=False if args.no_chunked_prefill else None, block_size=args.block_size,
                        schedule_order=args.schedule_order, max_waiting=args.max_waiting,
                        priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward,
+                       dp_lockstep=args.dp_lockstep,
                        reserve_full_prompt=args.reserve_full_prompt, max_model_len=args.max_model_len,
                        enable_prefix_caching=False if args.no_prefix_caching else None)
     pargs = policy_args_of(args.policy_arg) if policy_args is None else tuple(policy_args)

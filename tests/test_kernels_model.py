@@ -123,3 +123,31 @@ def test_counting_uses_nccl_tests_sizes():
 def test_deepcopy_keeps_spec():
     spec = dataclasses.replace(SPEC, num_kv_heads=1)
     assert copy.deepcopy(build_model(spec)).spec.num_kv_heads == 1
+
+
+def _naive_attention(q, k, v, pos0: int):
+    """float64 softmax(QK^T / sqrt(hs)) V with the causal mask at offset pos0 and GQA by head // group."""
+    import math
+
+    t, h, hs = q.shape
+    g = h // k.shape[0]
+    out = torch.empty(t, h, hs, dtype=torch.float64)
+    for i in range(h):
+        sc = q[:, i].double() @ k[i // g].double().T / math.sqrt(hs)  # (t, T)
+        visible = torch.arange(k.shape[1])[None, :] <= (pos0 + torch.arange(t))[:, None]
+        out[:, i] = sc.masked_fill(~visible, float("-inf")).softmax(-1) @ v[i // g].double()
+    return out
+
+
+@pytest.mark.parametrize("t,pos0", [(37, 0), (1, 50), (9, 20)])  # whole prompt, decode, a later chunk
+def test_attend_is_causal_gqa_attention_at_every_offset(t, pos0):
+    """Regression: attend() moved to scaled_dot_product_attention (the kernel microbench times); a whole
+    prompt, a decode and a chunk at an offset each keep exact causal GQA semantics."""
+    from kernels.model import attend
+
+    gen = torch.Generator().manual_seed(t + pos0)
+    q = torch.randn(t, 8, 16, generator=gen)
+    k, v = (torch.randn(2, pos0 + t, 16, generator=gen) for _ in range(2))
+    got = attend(q, k, v, pos0)
+    assert got.shape == (t, 8, 16)
+    assert torch.allclose(got.double(), _naive_attention(q, k, v, pos0), atol=2e-6)

@@ -19,10 +19,12 @@ from perfmodel.layout import LayoutError
 from perfmodel.modelspec import resolve_max_model_len
 from perfmodel.steptable import StepTable
 from simulator.engine.config import EngineConfig
+from simulator.engine.lockstep import Lockstep
 from simulator.engine.loop import Engine, NewTokenRatio
 from simulator.engine.runner import Runner
 from simulator.engine.scheduler import Limits
 from simulator.policies import POLICIES
+from simulator.policies.static import STATIC
 from simulator.results.records import RequestRecords, StepRecords
 
 from .arrivals import Arrivals
@@ -84,6 +86,24 @@ def engine_limits(cfg: EngineConfig, budget: int, max_seqs: int, pp: int) -> Lim
                   cfg.sglang_clip_max_new_tokens)
 
 
+def lockstep_groups(rule: str, plans, engines) -> list[list]:
+    """The engines that step together under `rule` (EngineConfig.dp_lockstep): "ep", each block of
+    consecutive engines whose instance layout keeps dp = the DP ranks one expert group spans
+    (perfmodel.deploy.instance_layout); "all", every engine; groups of one engine are left alone."""
+    if rule == "off" or len(engines) < 2:
+        return []
+    if rule == "all":
+        return [list(engines)]
+    groups, i = [], 0
+    while i < len(engines):
+        lays = [lay for lay in plans[i].modes.values() if not callable(lay)]
+        g = min(getattr(lay, "dp", 1) for lay in lays) if lays else 1
+        if g > 1:
+            groups.append(list(engines[i:i + g]))
+        i += max(g, 1)
+    return groups
+
+
 def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_engine=None) -> SimResult:
     """Replay `workload` through the engines of `cfg.policy`; every request ends completed or
     rejected with a reason. `progress(n)` is told of every request that ends; `on_engine(engine)`
@@ -117,7 +137,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             return make(env, i, runner, ec, budget * _pp_of(p), max_seqs, p.kv_capacity_tokens, recs, steps, finished)
         return Engine(env, i, runner, engine_limits(ec, budget, max_seqs, _pp_of(p)), p.kv_capacity_tokens,
                       recs, steps, ec.fast_forward, arrivals.due, recs.prefix_caching,
-                      NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None)
+                      NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None, hw.host_wake_s)
 
     def finished(pos):
         if progress is not None:
@@ -163,6 +183,9 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         if on_engine is not None:
             on_engine(e)
     router = Router(engines, cfg.router, front.fits if front is not None else None)
+    if cfg.policy in STATIC:  # (dynamic policies hold and re-plan engines one by one: never lock-stepped)
+        for group in lockstep_groups(ec.dp_lockstep, plans, engines):
+            Lockstep(env, group)
 
     arrivals.start()
     env.run()

@@ -6,6 +6,10 @@ import dataclasses
 from perfmodel.knobs import KV_BLOCK_TOKENS
 
 SCHEDULE_ORDERS = ("decode-first", "prefill-first")
+# which DP engines step together (simulator/engine/lockstep.py): "ep" the attention-DP ranks of one
+# expert-parallel MoE (their all_to_all couples every step), "all" every DP engine of a static policy
+# (the reference serving loop kernels.serve ticks its replicas together), "off" none
+LOCKSTEPS = ("ep", "all", "off")
 # admission/eviction rule of each serving framework (engine/scheduler.py's Limits.reserve says what each does)
 SCHEDULERS = ("vllm", "sglang", "trtllm")
 # vLLM's CacheConfig.block_size choices, as of the vLLM 0.9 the framework constants describe
@@ -31,6 +35,7 @@ class EngineConfig:
     # the version the framework constants describe.
     reserve_full_prompt: bool = False
     fast_forward: bool = True  # advance decode-only stretches in closed form
+    dp_lockstep: str = "ep"  # LOCKSTEPS: which DP engines step in lock-step ticks
     # longest request (prompt + output) served; longer ones are rejected with reason context_length.
     # None: the model's (ModelSpec.max_model_len); a value above it is refused, as vLLM does
     max_model_len: int | None = None
@@ -61,6 +66,8 @@ class EngineConfig:
             raise ValueError(f"block_size={self.block_size}: vLLM allows {', '.join(map(str, BLOCK_SIZES))}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ValueError(f"max_model_len={self.max_model_len} must be >= 1")
+        if self.dp_lockstep not in LOCKSTEPS:
+            raise ValueError(f"dp_lockstep={self.dp_lockstep!r}: one of {', '.join(LOCKSTEPS)}")
         if self.max_waiting < 0:
             raise ValueError(f"max_waiting={self.max_waiting} must be >= 0")
 

@@ -9,6 +9,7 @@
 Policies act on an engine only through its public methods: submit, hold/release (park it after
 the step in progress or once drained), cut_stretch (re-plan after the step in progress), withdraw
 (take a request back), add_finish_hook, and the read-only facts (num_running, context_tokens, kv).
+begin_step/end_step (one step's schedule and apply) are for a Lockstep group (lockstep.py) only.
 """
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ class Engine:
     """A simulated serving instance (vLLM v1 scheduler on paged KV) over one instance layout."""
 
     def __init__(self, env, index: int, runner, limits, kv_capacity_tokens: int, recs, steps,
-                 fast_forward: bool = True, arrivals_due=None, prefix_caching: bool = False, ratio=None):
+                 fast_forward: bool = True, arrivals_due=None, prefix_caching: bool = False, ratio=None,
+                 wake_s: float = 0.0):
         self.env, self.index, self.runner, self.limits = env, index, runner, limits
         self.recs, self.steps, self.fast_forward = recs, steps, fast_forward
         self.kv = KVBlocks(kv_capacity_tokens, limits.block_size)
@@ -88,6 +90,9 @@ class Engine:
         self._idle = None  # the event an idle engine waits on
         self._stretch = None  # the decode stretch in progress, while it may be cut short
         self.ratio = ratio  # SGLang's NewTokenRatio (scheduler "sglang"), else None
+        self._codes: dict = {}  # mode name -> its code in the step records
+        self.wake_s = wake_s  # an idle engine's first step starts this long after the request (HardwareSpec.host_wake_s)
+        self.group = None  # a Lockstep group stepping this engine (lockstep.py), else its own process
         self.proc = env.process(self._loop())
 
     # ---- what policies and the cluster use ------------------------------------------------
@@ -189,17 +194,17 @@ class Engine:
         self.outstanding_requests -= 1
 
     def _wake_or_cut(self, at_boundary: bool) -> None:
-        if self._idle is not None and not self._idle.triggered:
+        if self.group is not None:
+            self.group.wake()
+        elif self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
         else:
             self.cut_stretch(at_boundary)
 
     # ---- the process ----------------------------------------------------------------------
     def _loop(self):
-        env, kv, lim, runner, batch = self.env, self.kv, self.limits, self.runner, self.batch
-        record, codes = self.steps.append, {}  # mode name -> its code in the step records
-        cache = self.cache
-        while True:
+        env, kv, runner, batch = self.env, self.kv, self.runner, self.batch
+        while self.group is None:  # (a Lockstep group's engine is stepped by the group: lockstep.py)
             if self._held is not None and self._park_now():  # a policy lent this engine's GPUs
                 yield self._held.event
                 continue
@@ -207,22 +212,11 @@ class Engine:
                 self._idle = env.event()
                 yield self._idle
                 self._idle = None
+                if self.wake_s:
+                    yield env.timeout(self.wake_s)
                 continue
-            # schedule: what runs (pure), carried out on the batch
-            ratio = self.ratio
-            s = schedule(batch, self.waiting, kv.free, self.req, lim, admit=self._held is None, cache=cache,
-                         ratio=ratio.value if ratio is not None else 0.0)
-            if s.preempt or s.admitted:
-                step.begin(batch, self.waiting, self.recs, s, env.now, cache)
-                self._sync_kv()
-                if s.preempt and ratio is not None:
-                    ratio.retracted(batch, s.preempt)
-            if not s.granted or (not s.decode_running and sum(s.granted) == 0):
-                raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
-                                   f"waiting, batch={batch}")  # impossible for requests that fit
+            s, agg, all_decode, mode, table = self.begin_step()
             # run: perfmodel's time for the step, or for k decode steps in closed form
-            agg, all_decode = step.aggregates(batch, s)
-            mode, table = runner.mode_for(agg[0] + agg[4])
             k = step.stretch_steps(batch, kv.free, kv.block_size) \
                 if all_decode and self.fast_forward and not s.preempt else 1
             start, st = env.now, None
@@ -239,23 +233,45 @@ class Engine:
                 due = self.arrivals_due()
                 if due is not None:  # arrivals at this very instant are seen by this boundary
                     yield due
-            code = codes.get(mode)
-            if code is None:
-                code = codes[mode] = self.steps.mode_code(mode)
-            record(start, dur, self.index, code, k, *agg, kv.used * kv.block_size, len(self.waiting), 0.0)
-            # apply
-            if ratio is not None and (s.decode_running or all_decode):
-                ratio.decoded(k)
-            done = step.advance(batch, self.recs, s, k, all_decode, env.now, cache)
+            self.end_step(s, agg, all_decode, mode, k, start, dur, st)
+
+    def begin_step(self):
+        """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
+        mode and step table."""
+        batch, ratio = self.batch, self.ratio
+        s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=self._held is None,
+                     cache=self.cache, ratio=ratio.value if ratio is not None else 0.0)
+        if s.preempt or s.admitted:
+            step.begin(batch, self.waiting, self.recs, s, self.env.now, self.cache)
             self._sync_kv()
-            finished = self._complete(done) if done else ()
-            if not all_decode:
-                batch.decoding = step.still_decoding(batch, s)
-            for pos in finished:
-                for hook in self.finish_hooks:
-                    hook(pos)
-            for hook in self.step_hooks:
-                hook(self, s, k, st)
+            if s.preempt and ratio is not None:
+                ratio.retracted(batch, s.preempt)
+        if not s.granted or (not s.decode_running and sum(s.granted) == 0):
+            raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
+                               f"waiting, batch={batch}")  # impossible for requests that fit
+        agg, all_decode = step.aggregates(batch, s)
+        mode, table = self.runner.mode_for(agg[0] + agg[4])
+        return s, agg, all_decode, mode, table
+
+    def end_step(self, s, agg, all_decode, mode, k, start, dur, st) -> None:
+        """apply: record the step(s) that ran from `start` for `dur`, advance the batch, report completions."""
+        batch, kv, ratio = self.batch, self.kv, self.ratio
+        code = self._codes.get(mode)
+        if code is None:
+            code = self._codes[mode] = self.steps.mode_code(mode)
+        self.steps.append(start, dur, self.index, code, k, *agg, kv.used * kv.block_size, len(self.waiting), 0.0)
+        if ratio is not None and (s.decode_running or all_decode):
+            ratio.decoded(k)
+        done = step.advance(batch, self.recs, s, k, all_decode, self.env.now, self.cache)
+        self._sync_kv()
+        finished = self._complete(done) if done else ()
+        if not all_decode:
+            batch.decoding = step.still_decoding(batch, s)
+        for pos in finished:
+            for hook in self.finish_hooks:
+                hook(pos)
+        for hook in self.step_hooks:
+            hook(self, s, k, st)
 
     def _park_now(self) -> bool:
         """Whether the hold applies now (a draining hold waits for the batch to finish)."""

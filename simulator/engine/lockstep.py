@@ -1,0 +1,59 @@
+"""Lock-step engines: DP ranks whose steps start and end together.
+
+Attention-DP ranks that share one expert-parallel MoE run every step together: each MoE layer's
+dispatch/combine all_to_all is a collective over all of them, so no rank finishes a step before the
+slowest one, and an idle rank runs a dummy batch while any other has work (vLLM's DP engine
+`execute_dummy_batch`, SGLang's idle batches under DP attention, TRT-LLM's attention-DP dummy
+requests). A prefill on one rank therefore stretches every other rank's decode step. The reference
+serving loop (kernels.serve) steps its DP replicas in lock-step ticks as well, by construction.
+
+A tick: every member with work schedules at the tick's start (simulator.engine.scheduler, as an
+engine alone would), the tick lasts as long as the slowest member's step, and every member applies its
+step at the tick's end. A request routed to an idle member during a tick waits for the tick to end.
+The dummy batch of an idle member costs nothing here (one token through the model, less than any busy
+member's step). Steps are taken one at a time (no closed-form decode stretches): the cost grows with
+ticks, as it does step by step.
+"""
+from __future__ import annotations
+
+
+class Lockstep:
+    """Steps `engines` (simulator.engine.loop.Engine, built with arrivals_due) in lock-step ticks."""
+
+    def __init__(self, env, engines: list):
+        self.env, self.engines = env, list(engines)
+        for e in self.engines:
+            if e.group is not None:
+                raise ValueError(f"engine {e.index} is already in a lock-step group")
+            e.group = self
+        self._idle = None
+        self.ticks = 0
+        self.proc = env.process(self._loop())
+
+    def wake(self) -> None:
+        """A request was routed to a member: an idle group starts a tick now; a tick in progress
+        runs to its end first (the member schedules at the next tick)."""
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+
+    def _loop(self):
+        env, engines = self.env, self.engines
+        while True:
+            busy = [e for e in engines if len(e.batch) or e.waiting]
+            if not busy:
+                self._idle = env.event()
+                yield self._idle
+                self._idle = None
+                if engines[0].wake_s:  # (the members' loop wakes once for all)
+                    yield env.timeout(engines[0].wake_s)
+                continue
+            start = env.now
+            plans = [(e, e.begin_step()) for e in busy]
+            dur = max(table.time_s(*agg) for _, (_, agg, _, _, table) in plans)
+            yield env.timeout(dur)
+            due = engines[0].arrivals_due() if engines[0].arrivals_due is not None else None
+            if due is not None:  # arrivals at this very instant are seen by this boundary
+                yield due
+            self.ticks += 1
+            for e, (s, agg, all_decode, mode, _) in plans:
+                e.end_step(s, agg, all_decode, mode, 1, start, dur, None)

@@ -1,0 +1,94 @@
+"""Lock-step DP engines (simulator/engine/lockstep.py) and an idle engine's wake-up (HardwareSpec.host_wake_s).
+
+Attention-DP ranks of one expert-parallel MoE step together (their all_to_all couples every step), so a
+prompt on one rank stretches the decode step another rank runs beside it; plain DP replicas step
+alone unless told (`dp_lockstep="all"`: the reference loop kernels.serve). Every request still ends
+completed, and a lone request's timing is that of an engine alone."""
+import dataclasses
+
+import numpy as np
+import pytest
+from test_sim_util import run, workload
+
+from perfmodel.hardware import load_hardware
+from perfmodel.modelspec import load_model
+from simulator.cluster.simulate import SimConfig, simulate
+from simulator.engine.config import EngineConfig
+
+MOE = "qwen3-235b-a22b"
+
+
+def _decode_then_prompt():
+    """A long decode on one engine, then a long prompt that the router sends to the other."""
+    return workload([0.0, 0.05], [128, 6000], [400, 2])
+
+
+def _moe_run(rule: str):
+    return run(_decode_then_prompt(), model_name=MOE, weights="fp8", policy="layout", layout="dp=2,tp=4,ep=8",
+               gpus=8, engine=dict(dp_lockstep=rule))
+
+
+def test_attention_dp_ranks_step_together_and_a_prompt_stretches_the_other_ranks_decode():
+    lock, free = _moe_run("ep"), _moe_run("off")
+    for r in (lock, free):
+        f = r.requests.frame()
+        assert (f["status"] == "completed").all() and len(f) == 2
+        assert sorted(f["engine"]) == [0, 1]  # one request per DP rank
+    s = lock.steps.frame()
+    prompt = s[s["prefill_tokens"] >= 6000].iloc[0]
+    beside = s[(s["engine"] != prompt["engine"]) & (s["start_s"] == prompt["start_s"])]
+    assert len(beside) == 1 and beside["duration_s"].iloc[0] == prompt["duration_s"]  # one tick, both ranks
+    # every tick with both ranks busy has one start and one duration
+    both = s.groupby("start_s").filter(lambda g: len(g) == 2)
+    assert len(both) and (both.groupby("start_s")["duration_s"].nunique() == 1).all()
+    # the decoding request pays for the other rank's prompt: its TPOT grows, the prompt's TTFT does not
+    fl, ff = lock.requests.frame(), free.requests.frame()
+    dec = fl["input_tokens"] == 128
+    assert fl.loc[dec, "tpot_ms"].iloc[0] > ff.loc[dec, "tpot_ms"].iloc[0]
+    assert fl.loc[~dec, "ttft_ms"].iloc[0] == pytest.approx(ff.loc[~dec, "ttft_ms"].iloc[0], rel=0.05)
+
+
+def test_plain_dp_replicas_step_alone_unless_told():
+    w = workload([0.0, 0.05], [128, 6000], [400, 2])
+    base = run(w, policy="dp", gpus=2)
+    assert run(w, policy="dp", gpus=2, engine=dict(dp_lockstep="ep")).requests.frame().equals(base.requests.frame())
+    s_all = run(w, policy="dp", gpus=2, engine=dict(dp_lockstep="all")).steps.frame()
+    s_off = base.steps.frame()
+    ticks = lambda s: s.groupby("start_s")["engine"].nunique().max()  # noqa: E731
+    assert ticks(s_all) == 2 and ticks(s_off) == 1  # steps (fast-forwarded stretches) start apart when free
+
+
+def test_a_lone_request_runs_as_on_an_engine_alone():
+    w = workload([0.0], [512], [64])
+    solo = run(w, policy="dp", gpus=2, engine=dict(fast_forward=False)).requests.frame()
+    lock = run(w, policy="dp", gpus=2, engine=dict(dp_lockstep="all")).requests.frame()
+    for c in ("first_token_s", "finish_s"):
+        assert lock[c].iloc[0] == pytest.approx(solo[c].iloc[0], rel=1e-9)
+
+
+def test_lockstep_keeps_every_request_and_is_deterministic():
+    rng = np.random.default_rng(3)
+    n = 60
+    w = workload(np.sort(rng.uniform(0, 2, n)), rng.integers(50, 3000, n), rng.integers(5, 200, n))
+    a = run(w, policy="dp", gpus=4, engine=dict(dp_lockstep="all")).requests.frame()
+    b = run(w, policy="dp", gpus=4, engine=dict(dp_lockstep="all")).requests.frame()
+    assert (a["status"] == "completed").all() and len(a) == n
+    assert a.equals(b)
+
+
+def test_bad_lockstep_rule_is_refused():
+    with pytest.raises(ValueError, match="dp_lockstep"):
+        EngineConfig(dp_lockstep="sometimes")
+
+
+def test_an_idle_engine_wakes_host_wake_s_after_an_arrival():
+    hw = load_hardware("cpu")
+    assert hw.host_wake_s > 0  # the reference loop's empty plan broadcast (cpu.toml cites the measurement)
+    spec = load_model("tiny", weights="fp32", kv="fp32")
+    w = workload([0.25], [64], [4])
+    cfg = SimConfig(policy="tp", gpus=1, engine=EngineConfig())
+    woke = simulate(w, spec, hw, cfg).requests.frame()
+    instant = simulate(w, spec, dataclasses.replace(hw, host_wake_s=0.0), cfg).requests.frame()
+    assert (woke["scheduled_s"] - woke["arrival_s"]).iloc[0] == pytest.approx(hw.host_wake_s)
+    assert woke["ttft_ms"].iloc[0] == pytest.approx(instant["ttft_ms"].iloc[0] + 1e3 * hw.host_wake_s)
+    assert load_hardware("h100").host_wake_s == 0.0
