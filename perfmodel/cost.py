@@ -178,7 +178,8 @@ def token_terms(spec, layout, hw, tokens, prof=None, fw: Framework = DEFAULT_FRA
     for c in step_calls(spec, layout, tokens, np.zeros_like(tokens), ACT_BYTES):
         if c.where != "logits":
             terms[c.op] = terms[c.op] + _collective_s(c, layout, hw, prof, fw)
-            host = host + c.calls * hw.host_collective_s
+            per = hw.host_all_to_all_s if c.op == "all_to_all" and hw.host_all_to_all_s else hw.host_collective_s
+            host = host + c.calls * per
     if hw.host_layer_s or hw.host_collective_s or hw.host_step_s:
         terms["overhead"] = terms["overhead"] + np.where(tokens > 0, host, 0.0)
     return terms
@@ -232,5 +233,6 @@ def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEF
         terms["pipeline_bubble"] = np.where(batch.tokens > 0, (pp - m) * stage_total, 0.0)
     else:
         terms = _stage_s(spec, layout, hw, batch, prof, fw)
-    terms["overhead"] = terms["overhead"] + np.where(batch.tokens > 0, fw.step_overhead_s, 0.0)
+    terms["overhead"] = terms["overhead"] + np.where(batch.tokens > 0, fw.step_overhead_s, 0.0) \
+        + hw.host_prefill_seq_s * batch.prefill_seqs  # (a CPU reference loop's; 0 on GPUs)
     return StepCost(terms)

@@ -50,6 +50,8 @@ class Hardware:
     # running the reference implementations); 0 on GPUs, where graphs and async launches hide it
     host_layer_s: float = 0.0
     host_collective_s: float = 0.0
+    host_all_to_all_s: float = 0.0  # per all_to_all call where it differs from host_collective_s (0: the same)
+    host_prefill_seq_s: float = 0.0  # per sequence with a prefill chunk in the step (admission, its first pass)
     host_step_s: float = 0.0  # per step, beyond the framework's step overhead (the reference loop's turn)
     # from a request's arrival at an idle engine to its first step's start (the serving loop's wake-up:
     # the reference loop kernels.serve broadcasts an empty plan first); 0 on GPUs (vLLM's engine core
@@ -133,6 +135,10 @@ def load_hardware_file(path: Path) -> Hardware:
         host_layer_s=float(raw.get("host_layer_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_layer_us") else 0.0,
         host_collective_s=(float(raw.get("host_collective_us", {}).get("value", 0.0)) / 1e6
                            if raw.get("host_collective_us") else 0.0),
+        host_all_to_all_s=(float(raw.get("host_all_to_all_us", {}).get("value", 0.0)) / 1e6
+                           if raw.get("host_all_to_all_us") else 0.0),
+        host_prefill_seq_s=(float(raw.get("host_prefill_seq_us", {}).get("value", 0.0)) / 1e6
+                            if raw.get("host_prefill_seq_us") else 0.0),
         host_step_s=float(raw.get("host_step_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_step_us") else 0.0,
         host_wake_s=float(raw.get("host_wake_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_wake_us") else 0.0,
         h2d_bw_gbs=_value(raw, "h2d_bw_gbs", path, src),

@@ -87,7 +87,8 @@ class StepTable:
             return float(step_cost(self.spec, self.layout, self.hw,
                                    make_batch(pt, ps, pairs, pkv, dn, dkv), self.prof, self.fw).total_s)
         m = max(1, min(self.pp, ps + dn))
-        return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m) + self.fw.step_overhead_s
+        return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m) + self.fw.step_overhead_s \
+            + self.hw.host_prefill_seq_s * ps
 
     def decode_affine(self, dn: int) -> tuple[float, float]:
         """(c0, c1): a decode-only step of `dn` sequences reading K keys takes c0 + c1 * K seconds."""
