@@ -67,7 +67,8 @@ def layer_calls(spec, layout, tokens, moe_layer: bool, act_bytes: float = 2.0) -
     if moe_layer and ep > 1 and not a2a:  # EP inside the TP group: each rank runs its experts on every
         # (replicated) token and the EP group sums the partial outputs (vLLM --enable-expert-parallel
         # without DP, TRT-LLM moe_expert_parallel_size inside tensor_parallel_size)
-        calls.append(Call("all_reduce", ep, n_loc * d * act_bytes, 1, "ffn_out", "ep"))
+        # (ep < tp: the experts are TP-sharded over tp / ep as well, so the sum spans the whole TP group)
+        calls.append(Call("all_reduce", tp, n_loc * d * act_bytes, 1, "ffn_out", "ep" if ep == tp else "tp"))
     if a2a:  # EP across DP ranks: dispatch each token's activation to its top-k experts and back
         n_moe = n_loc / tp
         size = n_moe * spec.experts_per_token * d * act_bytes

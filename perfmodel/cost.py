@@ -47,8 +47,12 @@ def expert_gemm_formula_s(spec, layout, hw, n_loc, prof, imbalance: float = 1.0)
     E, k, d = spec.num_experts, spec.experts_per_token, spec.hidden_size
     if layout.ep > 1:  # experts split over EP ranks, full width; tokens from the whole EP group
         # (all of the instance's tokens when EP lies inside the TP group: they are replicated there)
-        n_group = n_loc if ep_replicated(layout) else n_loc / layout.tp * layout.ep
-        experts_here, width = E / layout.ep, spec.intermediate_size
+        # EP inside the TP group with ep < tp: each expert is also TP-sharded over tp / ep ranks (TRT-LLM's
+        # moe_tp_size x moe_expert_parallel_size = tensor_parallel_size, SGLang's --ep-size < --tp-size)
+        rep = ep_replicated(layout)
+        n_group = n_loc if rep else n_loc / layout.tp * layout.ep
+        experts_here = E / layout.ep
+        width = spec.intermediate_size / (layout.tp // layout.ep if rep else 1)
     else:  # experts TP-sharded: every GPU holds 1/tp of every expert
         n_group, experts_here, width, imbalance = n_loc, E, spec.intermediate_size / layout.tp, 1.0
     hit = 1.0 - (1.0 - k / E) ** n_group  # chance an expert gets >= 1 token (uniform routing)

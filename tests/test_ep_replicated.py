@@ -28,3 +28,25 @@ def test_replicated_ep_decode_costs_no_all_to_all():
     spec, hw = load_model("Qwen/Qwen3-235B-A22B-FP8", weights="fp8", kv="fp8"), load_hardware("h100")
     rep = step_cost(spec, ParallelLayout(tp=4, ep=4), hw, decode_batch(8, 1024), None).breakdown()
     assert rep["all_to_all"] == 0 and rep["all_reduce"] > 0
+
+
+def test_ep_smaller_than_tp_also_tp_shards_each_expert():
+    """tp=4,ep=2 (TRT-LLM moe_tp_size 2 x moe_expert_parallel_size 2; the two H100 Qwen3-235B rows that were
+    refused as not fitting): experts split over 2 EP ranks and each one over 2 TP ranks, so the routed
+    weights per GPU are those of tp=4,ep=4 and of tp=4 alone; the MoE output sums over the whole TP group.
+    Regression: the routed experts were split over ep only (115.9 GB per GPU instead of ~58)."""
+    from perfmodel.memory import weight_bytes_per_gpu
+
+    spec = load_model("Qwen/Qwen3-235B-A22B-FP8", weights="fp8", kv="fp8")
+    w = {str(lay): weight_bytes_per_gpu(spec, ParallelLayout(**lay)) for lay in
+         ({"tp": 4, "ep": 2}, {"tp": 4, "ep": 4}, {"tp": 4})}
+    assert len(set(round(v) for v in w.values())) == 1, w
+    assert 50e9 < next(iter(w.values())) < 65e9  # 235B fp8 parameters / 4 GPUs, embeddings in bf16
+    calls = layer_calls(spec, ParallelLayout(tp=4, ep=2), 64.0, moe_layer=True)
+    ffn = [c for c in calls if c.where == "ffn_out"]
+    assert len(ffn) == 1 and ffn[0].group == 4 and not any(c.op == "all_to_all" for c in calls)
+    # half the experts per rank at half their width: the same decode weight reads as tp=4,ep=4
+    hw = load_hardware("h100")
+    a = step_cost(spec, ParallelLayout(tp=4, ep=2), hw, decode_batch(8, 1024), None).breakdown()
+    b = step_cost(spec, ParallelLayout(tp=4, ep=4), hw, decode_batch(8, 1024), None).breakdown()
+    assert 0.5 < a["gemm"] / b["gemm"] < 2.0
