@@ -39,6 +39,7 @@ class Harness:
     hbm_gb: float | None
     async_scheduling: bool = False  # vLLM's --async-scheduling (host work overlapped with the GPU step)
     moe_kernel: str = ""  # a non-default fused-MoE kernel family (perfmodel.framework.Framework.moe_kernel)
+    cuda_graph_sizes: tuple | None = None  # captured batch sizes other than the framework's (None: its own)
 
 
 def source_of(case: Case) -> str:
@@ -76,9 +77,11 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         # agg max_num_tokens = max_batch_size + isl + 1500, max_batch_size = the benchmark's batch): at most
         # ~2 prompts per step, which keeps the closed loop from moving in lock-step waves. vLLM's own defaults
         # (8192 tokens, 1024 seqs: arg_utils.py:1827-1835) fit these rows worse: docs/fidelity.md, ledger.
+        # the same rule captures a CUDA graph for every batch size 1..max_batch_size (cuda_graph_batch_sizes =
+        # range(1, max_batch_size + 1)): no decode step is padded
         bs = max(case.batch_size, 1)
         eng = EngineConfig(max_num_batched_tokens=bs + case.isl + 1500, max_num_seqs=bs)
-        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
+        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb, cuda_graph_sizes=tuple(range(1, bs + 1)))
     # InferenceX vLLM: 8192-token budget, --max-num-seqs C (MiniMax 256), fp8 KV only where the script asks
     seqs = 256 if "minimax" in case.model.lower() else case.concurrency
     eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=seqs)

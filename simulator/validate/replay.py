@@ -85,9 +85,9 @@ def replay(case: Case, seed: int = 0, framework: str | None = None, **fields) ->
     that framework's scheduler and defaults instead of the row's own."""
     h = harness(case, framework)
     rs = run_spec(case, h, **fields)
-    fw = None
-    if h.moe_kernel:  # the harness's non-default MoE kernel family on the framework's preset
-        fw = dataclasses.replace(framework_preset(rs.framework, rs.framework_version), moe_kernel=h.moe_kernel)
+    changes = {k: v for k, v in (("moe_kernel", h.moe_kernel or None), ("cuda_graph_sizes", h.cuda_graph_sizes))
+               if v is not None}  # the harness's non-default MoE kernels and CUDA-graph sizes on the preset
+    fw = dataclasses.replace(framework_preset(rs.framework, rs.framework_version), **changes) if changes else None
     r = run(workload_of(case, h, seed), rs, framework=fw)
     req = r.requests
     done = req[req["status"] == "completed"]
