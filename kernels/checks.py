@@ -177,6 +177,8 @@ def suite(world_size: int) -> dict:
     if w >= 4:
         s.update({
             "pp_tp": dict(strategy="pp", layout=L(tp=2, pp=2)),
+            # EP inside TP with ep < tp: experts over 2 EP ranks, each TP-sharded over 2 (moe_tp)
+            "ep_moe_tp": dict(strategy="ep", model="tiny-moe", script="even", layout=L(tp=4, ep=2)),
             "tpsp_kv4": dict(strategy="tpsp", spec_overrides={"num_kv_heads": 4}),  # fused QKV all_to_all
             "shift_tpsp": dict(strategy="shift", threshold=8, layout=L(sp=2, tp=2)),  # SP_TP = [0, 2, 1, 3]
             "shift_tpsp_wrong_order": dict(strategy="shift", threshold=8, layout=L(sp=2, tp=2), order=[0, 1, 2, 3]),

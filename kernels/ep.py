@@ -9,7 +9,10 @@ sizes), 'moe_dispatch' (n/TP * k rows of d), 'moe_combine' (the rows this rank's
 EP inside one TP group (`tp=4,ep=4`: no DP ranks in it, perfmodel.comm.ep_replicated) needs no
 dispatch: every rank holds every token, runs its own experts on the rows routed to them and the
 EP group sums the partial outputs with one all_reduce ('ffn_out', n x d), as vLLM's
---enable-expert-parallel without DP and TRT-LLM's moe_expert_parallel_size do.
+--enable-expert-parallel without DP and TRT-LLM's moe_expert_parallel_size do. With ep < tp
+(`tp=4,ep=2`: TRT-LLM's moe_tp_size x moe_expert_parallel_size = tensor_parallel_size) each expert is
+also TP-sharded over tp / ep ranks (w1/w3 columns, w2 rows of its intermediate dimension), and the
+sum spans the whole TP group (perfmodel.cost and perfmodel.memory cost and size it so).
 """
 from __future__ import annotations
 
@@ -19,7 +22,19 @@ from torch import nn
 from perfmodel.comm import ep_replicated
 
 from .comm import Group, all_gather, all_reduce, all_to_all
-from .model import MoE, combine, route, run_experts
+from .model import MLP, MoE, combine, route, run_experts
+
+
+def _shard(mlp: MLP, j: int, m: int) -> MLP:
+    """Part j of m of an expert's intermediate dimension: w1/w3 rows and w2 columns [j f/m, (j+1) f/m)."""
+    f = mlp.w1.weight.shape[0]
+    sl = slice(j * f // m, (j + 1) * f // m)
+    out = MLP(mlp.w1.weight.shape[1], sl.stop - sl.start).to(mlp.w1.weight)
+    with torch.no_grad():
+        out.w1.weight.copy_(mlp.w1.weight[sl])
+        out.w3.weight.copy_(mlp.w3.weight[sl])
+        out.w2.weight.copy_(mlp.w2.weight[:, sl])
+    return out
 
 
 class ExpertParallelMoE(nn.Module):
@@ -31,7 +46,12 @@ class ExpertParallelMoE(nn.Module):
         per = len(moe.experts) // ep.size
         self.first, self.num_experts, self.top_k, self.ep, self.tp = ep.index * per, len(moe.experts), moe.top_k, ep, tp
         self.router, self.shared = moe.router, moe.shared
-        self.experts = nn.ModuleList(list(moe.experts)[self.first:self.first + per])
+        held = list(moe.experts)[self.first:self.first + per]
+        # ep < tp inside the TP group: TP rank t holds experts of EP index t % ep, part t // ep of tp / ep
+        self.moe_tp = tp.size // ep.size if replicated and tp.size > ep.size else 1
+        if self.moe_tp > 1:
+            held = [_shard(e, tp.index // ep.size, self.moe_tp) for e in held]
+        self.experts = nn.ModuleList(held)
 
     def forward(self, x):  # (n, d), identical on the TP ranks -> (n, d)
         if self.replicated:
@@ -72,9 +92,10 @@ class ExpertParallelMoE(nn.Module):
         y = torch.zeros_like(rows)
         y[mine] = run_experts(rows[mine], e[mine], self.experts, self.first)
         out = combine(y, w)  # (n, d): this rank's experts' share
-        if self.shared is not None and self.ep.index == 0:  # the shared expert counted once
+        group = self.tp if self.moe_tp > 1 else self.ep  # (ep < tp: the shards sum over the TP group)
+        if self.shared is not None and group.index == 0:  # the shared expert counted once
             out = out + self.shared(x)
-        return all_reduce(out, self.ep, "ffn_out")
+        return all_reduce(out, group, "ffn_out")
 
 
 def apply_ep(model, layout, ep_group: Group, tp_group: Group):

@@ -52,9 +52,10 @@ def test_measured_bytes_equal_perf_model(w, name):
     assert checked or name == "dp"  # DP moves nothing: every measured step is zero, like the model
 
 
-@pytest.mark.parametrize("w,name", [(2, "ep"), (2, "ep_tp"), (4, "ep_tp")])
+@pytest.mark.parametrize("w,name", [(2, "ep"), (2, "ep_tp"), (4, "ep_tp"), (4, "ep_moe_tp")])
 def test_ep_inside_tp_moves_no_tokens_only_a_sum(w, name):
-    """EP inside the TP group (w=2 'ep' is tp=2,ep=2): no dispatch, one ffn_out all_reduce per MoE layer."""
+    """EP inside the TP group (w=2 'ep' is tp=2,ep=2; 'ep_moe_tp' tp=4,ep=2 with each expert TP-sharded over 2):
+    no dispatch, one ffn_out all_reduce per MoE layer (over the whole TP group)."""
     spec, res = spec_of(w, name), world_results(w)
     for r in res:
         for st in r[name]["steps"]:

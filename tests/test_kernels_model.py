@@ -151,3 +151,31 @@ def test_attend_is_causal_gqa_attention_at_every_offset(t, pos0):
     got = attend(q, k, v, pos0)
     assert got.shape == (t, 8, 16)
     assert torch.allclose(got.double(), _naive_attention(q, k, v, pos0), atol=2e-6)
+
+
+def test_ep_below_tp_shards_each_expert_over_tp_over_ep():
+    """tp=4,ep=2 (TRT-LLM moe_tp 2 x moe_ep 2): TP rank t holds the experts of EP index t % 2, each cut to
+    part t // 2 of its intermediate dimension, and the four parts of an expert add up to it (what
+    perfmodel.memory sizes: routed experts / tp per GPU). Regression: experts were whole on 2 ranks."""
+    from kernels.comm import Group
+    from kernels.ep import ExpertParallelMoE
+    from kernels.model import MoE
+
+    from kernels.checks import make_spec
+
+    spec = make_spec("tiny-moe")
+    moe = MoE(spec)
+    f, E = spec.intermediate_size, spec.num_experts
+    x = torch.randn(5, spec.hidden_size, generator=torch.Generator().manual_seed(0))
+    parts = {}
+    for t in range(4):
+        ep_idx = t % 2
+        m = ExpertParallelMoE(moe, Group(tuple(range(2)), None, ep_idx), Group(tuple(range(4)), None, t),
+                              replicated=True)
+        assert m.moe_tp == 2 and m.first == ep_idx * E // 2 and len(m.experts) == E // 2
+        assert all(e.w1.weight.shape[0] == f // 2 and e.w2.weight.shape[1] == f // 2 for e in m.experts)
+        parts[t] = m.experts[0](x)  # this rank's part of its first expert
+    with torch.no_grad():
+        for ep_idx in range(2):
+            whole = moe.experts[ep_idx * E // 2](x)
+            assert torch.allclose(parts[ep_idx] + parts[ep_idx + 2], whole, atol=1e-5)
