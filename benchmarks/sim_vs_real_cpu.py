@@ -209,6 +209,9 @@ def residuals(meas_dir: Path) -> dict:
     }
 
 
+BOUND = 0.25  # issue 16's acceptance: median TTFT and TPOT predicted within 25% of measured
+
+
 def fmt_table(rows: list) -> str:
     head = ("strategy", "steps", "step meas", "step pred", "TTFT meas", "TTFT sim", "err", "TPOT meas",
             "TPOT sim", "err", "+ovh ms", "TTFT err", "TPOT err")
@@ -227,6 +230,10 @@ def fmt_table(rows: list) -> str:
     lines.append("times in ms (medians); err = (simulated - measured) / measured; step pred = perf model's "
                  "predicted_s of the measured steps; +ovh: the simulation rerun with step_overhead_ms = framework's "
                  "+ median(tick_s - predicted_s) (in-sample fit)")
+    errs = [(r["strategy"], k, r["compare"][f"median_{k}_ms_rel_err"]) for r in rows for k in ("ttft", "tpot")]
+    out = [f"{s} {k.upper()} {100 * e:+.0f}%" for s, k, e in errs if e is None or abs(e) > BOUND]
+    lines.append(f"issue 16 bound (median TTFT and TPOT within {100 * BOUND:.0f}% of measured): "
+                 + ("every strategy within" if not out else "outside: " + ", ".join(out)))
     return "\n".join(lines)
 
 
