@@ -92,3 +92,20 @@ def test_an_idle_engine_wakes_host_wake_s_after_an_arrival():
     assert (woke["scheduled_s"] - woke["arrival_s"]).iloc[0] == pytest.approx(hw.host_wake_s)
     assert woke["ttft_ms"].iloc[0] == pytest.approx(instant["ttft_ms"].iloc[0] + 1e3 * hw.host_wake_s)
     assert load_hardware("h100").host_wake_s == 0.0
+
+
+@pytest.mark.parametrize("scheduler", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("closed", [0, 64])
+def test_lockstep_under_kv_pressure_with_every_scheduler(scheduler, closed):
+    """Preemption (vLLM), retraction (SGLang) and whole-request admission (TRT-LLM) inside lock-step ticks,
+    open and closed loop: every request completes; TRT-LLM never preempts."""
+    rng = np.random.default_rng(5)
+    n = 120
+    w = workload(np.sort(rng.uniform(0, 2, n)), rng.integers(100, 4000, n), rng.integers(10, 400, n))
+    extra = {"sglang": dict(block_size=1, schedule_order="prefill-first"),
+             "trtllm": dict(block_size=32, enable_chunked_prefill=False)}.get(scheduler, {})
+    f = run(w, policy="dp", gpus=4, util=0.16, max_concurrency=closed,
+            engine=dict(dp_lockstep="all", scheduler=scheduler, **extra)).requests.frame()
+    assert (f["status"] == "completed").all() and len(f) == n
+    if scheduler == "trtllm":
+        assert f["preemptions"].sum() == 0
