@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-AZURE = Path(__file__).resolve().parents[2] / "shared/data/traces/azure2023/AzureLLMInferenceTrace_conv.csv"
+from benchmarks._shared import azure_conv_trace  # noqa: E402
 
 
 def main() -> int:
@@ -27,7 +27,7 @@ def main() -> int:
     from simulator.workload import load_trace
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trace", default=str(AZURE))
+    p.add_argument("--trace", default=str(azure_conv_trace()))
     p.add_argument("--model", default="llama-3.3-70b")
     p.add_argument("--hardware", default="h200")
     p.add_argument("--gpus", type=int, help="GPUs in all (default: 8 on one node, every GPU of --nodes)")

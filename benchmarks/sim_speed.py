@@ -44,19 +44,11 @@ from simulator.cluster.simulate import SimConfig, simulate
 from simulator.results.metrics import summarize
 from simulator.workload import load_trace
 
-REPO = Path(__file__).resolve().parents[1]
-AZURE = "data/traces/azure2023/AzureLLMInferenceTrace_conv.csv"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._shared import AZURE_CONV as AZURE, shared_dir  # noqa: E402
 BURSTGPT_RATE_RPS, BURSTINESS = 300.0, 0.5
 CLI_ARGS = ("--policy", "tp")  # every other flag at the CLI's default
 CLI_REPEATS = 3
-
-
-def shared_dir() -> Path | None:
-    """$PSIM_SHARED, else ../shared beside the repository (real traces live there)."""
-    for d in ([Path(os.environ["PSIM_SHARED"])] if os.environ.get("PSIM_SHARED") else []) + [REPO.parent / "shared"]:
-        if (d / "data").is_dir():
-            return d
-    return None
 
 
 def peak_rss_gb() -> float:

@@ -96,6 +96,11 @@ class Hardware:
         return self.fp8_tflops > 0
 
 
+# host time terms a preset may give in microseconds (`host_<term>_us = { value, source }`: Hardware's
+# host_<term>_s; absent = 0, as on every GPU preset)
+HOST_TERMS = ("layer", "collective", "all_to_all", "prefill_seq", "step", "wake")
+
+
 def _value(raw: dict, key: str, path: Path, sources: dict) -> float:
     try:
         item = raw[key]
@@ -132,15 +137,8 @@ def load_hardware_file(path: Path) -> Hardware:
         link_latency_us=_value(raw, "link_latency_us", path, src),
         host_link=raw.get("host_link", ""),
         cuda_graphs=bool(raw.get("cuda_graphs", True)),
-        host_layer_s=float(raw.get("host_layer_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_layer_us") else 0.0,
-        host_collective_s=(float(raw.get("host_collective_us", {}).get("value", 0.0)) / 1e6
-                           if raw.get("host_collective_us") else 0.0),
-        host_all_to_all_s=(float(raw.get("host_all_to_all_us", {}).get("value", 0.0)) / 1e6
-                           if raw.get("host_all_to_all_us") else 0.0),
-        host_prefill_seq_s=(float(raw.get("host_prefill_seq_us", {}).get("value", 0.0)) / 1e6
-                            if raw.get("host_prefill_seq_us") else 0.0),
-        host_step_s=float(raw.get("host_step_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_step_us") else 0.0,
-        host_wake_s=float(raw.get("host_wake_us", {}).get("value", 0.0)) / 1e6 if raw.get("host_wake_us") else 0.0,
+        **{f"host_{k}_s": _value(raw, f"host_{k}_us", path, src) / 1e6 if f"host_{k}_us" in raw else 0.0
+           for k in HOST_TERMS},
         h2d_bw_gbs=_value(raw, "h2d_bw_gbs", path, src),
         nic_type=raw.get("nic_type", ""),
         nic_bw_gbs=_value(raw, "nic_bw_gbs", path, src) if "nic_bw_gbs" in raw else 0.0,

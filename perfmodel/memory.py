@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .framework import DEFAULT_FRAMEWORK, Framework
 from .comm import ep_replicated
+from .framework import DEFAULT_FRAMEWORK, Framework
 from .modelspec import DTYPE_BYTES
 
 
@@ -45,9 +45,10 @@ def weight_bytes_per_gpu(spec, layout, ffn_owner_group: int = 1) -> float:
     attn = spec.num_layers * ((spec.attn_params_per_layer - rep) / tp + rep) * frac * b
     routed = spec.num_moe_layers * spec.num_experts * spec.ffn_params(spec.intermediate_size)
     ffn_other = spec.ffn_params_total - routed
-    # routed experts: split over EP and, with EP inside the TP group (ep < tp), each one TP-sharded over tp / ep
-    ffn = (ffn_other / tp + routed / (max(layout.ep, tp) if ep_replicated(layout) else layout.ep if layout.ep > 1
-                                      else tp)) * frac * b
+    # routed experts: over EP across DP ranks; over all tp ranks when TP-sharded or EP lies inside the TP
+    # group (ep < tp also TP-shards each expert over tp / ep)
+    routed_split = layout.ep if layout.ep > 1 and not ep_replicated(layout) else tp
+    ffn = (ffn_other / tp + routed / routed_split) * frac * b
     ffn = ffn / ffn_owner_group
     hi = DTYPE_BYTES["bf16"]  # embeddings / LM head / norms stay bf16 in fp8 checkpoints
     vocab = spec.vocab_size * spec.hidden_size / tp * hi * (1 if spec.tie_embeddings or pp > 1 else 2)

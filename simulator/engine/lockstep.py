@@ -27,7 +27,6 @@ class Lockstep:
                 raise ValueError(f"engine {e.index} is already in a lock-step group")
             e.group = self
         self._idle = None
-        self.ticks = 0
         self.proc = env.process(self._loop())
 
     def wake(self) -> None:
@@ -54,6 +53,5 @@ class Lockstep:
             due = engines[0].arrivals_due() if engines[0].arrivals_due is not None else None
             if due is not None:  # arrivals at this very instant are seen by this boundary
                 yield due
-            self.ticks += 1
             for e, (s, agg, all_decode, mode, _) in plans:
                 e.end_step(s, agg, all_decode, mode, 1, start, dur, None)

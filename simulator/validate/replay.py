@@ -45,8 +45,9 @@ class Replayed:
         return self.tpot_ms / self.case.tpot_ms - 1.0
 
 
-MAX_REQUESTS = 10240  # measured requests replayed at most (20 x 512: every aggregated row in full); rows of C in the thousands (wide-EP disagg rows,
-# C up to 4916) replay fewer rounds, at least 2 (the means settle within a few rounds of a closed loop)
+# measured requests replayed at most (20 x 512: every aggregated row in full); rows of C in the thousands
+# (wide-EP disagg rows, C up to 4916) replay fewer rounds, at least 2 (a closed loop's means settle in a few)
+MAX_REQUESTS = 10240
 
 
 def rounds(h: Harness, case: Case) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfmodel.hardware import load_hardware
 from simulator.workload.errors import TraceError
 
 REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
@@ -43,7 +44,7 @@ class Case:
     ttft_ms: float  # measured means
     tpot_ms: float
     # disaggregated rows: policy "disagg" with its pools ((prefill, "Nx(layout)"), (decode, ...)); nodes of
-    # the deployment (GPUs placed node-major, GPUS_PER_NODE a node)
+    # the deployment (GPUs placed node-major, the hardware preset's gpus_per_node a node)
     policy: str = "layout"
     policy_args: tuple = ()
     nodes: int = 1
@@ -85,9 +86,6 @@ def read_measurements(path) -> pd.DataFrame:
     if missing:
         raise TraceError(str(path), f"missing column(s) {missing}", field=missing[0])
     return df
-
-
-GPUS_PER_NODE = {"h100": 8, "h200": 8, "b200": 8, "a100": 8}  # the HGX nodes the rows ran on
 
 
 def _is_moe(model: str) -> bool:
@@ -148,7 +146,7 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     if not (ttft > 0 and tpot > 0):
         raise TraceError(source, f"{rid}: measured TTFT and TPOT must be > 0", line=i + 2,
                          field="silicon_ttft_ms")
-    per_node = GPUS_PER_NODE.get(hw, 8)
+    per_node = load_hardware(hw).gpus_per_node  # (the HGX nodes the rows ran on: the preset's node)
     return Case(i, rid, backend, _text(r.get("backend_version")), model, hw, WEIGHTS[quant], layout, gpus,
                 isl, osl, conc, batch or conc, ttft, tpot, policy, args, -(-gpus // per_node))
 
