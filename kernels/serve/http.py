@@ -5,11 +5,11 @@
 
 Rank 0 runs the loop of kernels/serve/loop.py unchanged (the simulator's scheduler, the step plan
 broadcast to every rank, real collectives) with requests taken from HTTP instead of a trace:
-an aiohttp server in a thread of rank 0 puts each request on a thread-safe queue (`HttpLead.inbox`);
-at the start of every tick the loop drains it (an idle loop blocks on it, so a request arriving at an
-idle server is scheduled at once), routes each request as the trace loop does, and after each step
-hands every request's new tokens back to its handler (`asyncio.Queue` per request, filled with
-`call_soon_threadsafe`), which streams them as SSE chunks, one chunk per token.
+an aiohttp app in its own process (kernels/serve/http_app.py, started by rank 0) sends each request
+down a pipe; at the start of every tick the loop drains it (an idle loop waits on it, so a request
+arriving at an idle server is scheduled at once), routes each request as the trace loop does, and
+after each step sends every request's new tokens back in one message per tick; the app streams them
+as SSE chunks, one chunk per token.
 
 Endpoints: POST /v1/completions (`prompt`: text, whose token count is its whitespace-split words, as
 simulate replay's synthetic prompt "hi hi ..." is built, or a list of token ids; `max_tokens` (16)
@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import queue
 import signal
 import socket
 import sys
@@ -41,7 +40,7 @@ import pandas as pd
 from simulator.engine.scheduler import Waiting
 from simulator.results.records import RequestRecords
 
-from .http_app import Server, Ticket
+from .http_app import Server
 from .loop import IDLE_TICK_S, Lead, serve
 
 STOP_CHECK_S = 0.2  # how often rank 0 looks for the stop file / the launcher
@@ -114,12 +113,11 @@ class HttpLead(Lead):
     def __init__(self, cfg, n_eng: int, opts: HttpOptions):
         super().__init__(cfg, n_eng)
         self.opts, self.count, self.stopping, self.next_check = opts, 0, False, 0.0
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.tickets: dict = {}  # request position -> Ticket, until it completes
+        self.tickets: dict = {}  # request position -> the app's ticket id, until it completes
         self.sent: dict = {}  # request position -> tokens handed back so far
+        self.out: list = []  # (ticket id, event, value) for the app, sent once per tick
         self._set_records(resized(self.recs, len(self.recs)))
-        sys.setswitchinterval(5e-4)  # the handler thread gets the GIL within 0.5 ms of a step's end (5 ms default)
-        self.server = Server(opts, self)
+        self.server = Server(opts, cfg.spec.max_model_len, self.t0)
         self.server.start()
         print(f"kernels.serve: {cfg.strategy}, {n_eng} engine(s), ready at http://{opts.host}:{opts.port}/v1 "
               f"(model {opts.model_name!r}); SIGINT/SIGTERM stops", file=sys.stderr, flush=True)
@@ -130,25 +128,35 @@ class HttpLead(Lead):
             self.next_check = t + STOP_CHECK_S
             if not self.stopping and (os.path.exists(self.opts.stop_file) or not _alive(self.opts.parent_pid)):
                 self.stopping = True
-        while True:
-            try:
-                self._take(self.inbox.get_nowait())
-            except queue.Empty:
-                return
+                self.out.append((None, "stopping", None))  # the app answers new requests 503
+        self._drain(0.0)
 
-    def _take(self, tk: Ticket) -> None:
+    def _drain(self, timeout_s: float) -> None:
+        """Take every request the app has sent (waiting up to timeout_s for the first), answer them."""
+        inbox = self.server.requests
+        if inbox.poll(timeout_s):
+            while inbox.poll():
+                self._take(*inbox.recv())
+        self._flush()
+
+    def _take(self, tid: int, input_tokens: int, output_tokens: int, arrival_s: float) -> None:
         if self.count == len(self.recs):
             self._set_records(resized(self.recs, 2 * len(self.recs)))
         pos, r = self.count, self.recs
         self.count += 1
-        r.arrival_s[pos] = r.issued_s[pos] = tk.arrival_s  # open loop: issued when it arrived
-        r.input_tokens[pos], r.output_tokens[pos] = tk.input_tokens, tk.output_tokens
-        r.total_tokens[pos] = tk.input_tokens + tk.output_tokens
+        r.arrival_s[pos] = r.issued_s[pos] = arrival_s  # open loop: issued when it arrived
+        r.input_tokens[pos], r.output_tokens[pos] = input_tokens, output_tokens
+        r.total_tokens[pos] = input_tokens + output_tokens
         if self._route(pos):
-            self.tickets[pos], self.sent[pos] = tk, 0
-            tk.push("accepted")
+            self.tickets[pos], self.sent[pos] = tid, 0
+            self.out.append((tid, "accepted", None))
         else:
-            tk.push("error", r.reject_reason[pos])
+            self.out.append((tid, "error", r.reject_reason[pos]))
+
+    def _flush(self) -> None:
+        if self.out:
+            self.server.send(self.out)
+            self.out = []
 
     def _set_records(self, r: RequestRecords) -> None:
         """Use records `r` (grown): the scheduler's view and the engines' fit test read them."""
@@ -158,13 +166,10 @@ class HttpLead(Lead):
             e.recs = r
 
     def _finished(self) -> bool:
-        return self.stopping and self.inbox.empty()
+        return self.stopping and not self.server.requests.poll()
 
     def _idle(self) -> None:
-        try:  # wake for a request at once, else after IDLE_TICK_S (the ranks hear a plan that often)
-            self._take(self.inbox.get(timeout=IDLE_TICK_S))
-        except queue.Empty:
-            pass
+        self._drain(IDLE_TICK_S)  # wake for a request at once, else after IDLE_TICK_S (the ranks hear a plan)
 
     # ---- tokens out --------------------------------------------------------------------------
     def apply(self, durations: dict) -> None:
@@ -173,6 +178,7 @@ class HttpLead(Lead):
             b = self.engines[i].batch
             for pos, gen in zip(b.idx, b.generated()):
                 self._emit(pos, gen)
+        self._flush()
 
     def _complete(self, e, at: list, now: float) -> None:
         done = [e.batch.idx[i] for i in at]
@@ -180,15 +186,16 @@ class HttpLead(Lead):
         for pos in done:
             self._emit(pos, int(self.recs.generated[pos]))
             self.sent.pop(pos)
-            self.tickets.pop(pos).push("done")
+            self.out.append((self.tickets.pop(pos), "done", None))
 
     def _emit(self, pos: int, generated: int) -> None:
         k = generated - self.sent[pos]  # (a preempted request recomputes: it sends nothing twice)
         if k > 0:
             self.sent[pos] = generated
-            self.tickets[pos].push("tokens", k)
+            self.out.append((self.tickets[pos], "tokens", k))
 
     def result(self):
+        self._flush()
         self.server.stop()
         self.recs = resized(self.recs, self.count)
         return super().result()
