@@ -2,6 +2,10 @@
 
     python benchmarks/sim_vs_real_cpu.py [--quick] [--strategies tp,dp,sp,shift] [--out DIR]
         [--profile PATH|none] [--model tiny --layers N --hidden-scale F] [--requests N]
+    python benchmarks/sim_vs_real_cpu.py --device cuda --nproc 8 --model llama-3.1-8b   # an 8-GPU node
+
+`--device cuda` runs the same loop on GPUs (NCCL ranks, one per GPU; bf16 by default; the hardware
+preset from the GPU's name unless --hardware names it; microbench's default GPU dtypes).
 
 Per strategy, at world size --nproc (2) on the same model, trace and scheduler settings:
 
@@ -38,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kernels.serve.cli import DTYPE_NAMES, resolve_device  # noqa: E402
+
 QUICK_N, FULL_N = 50, 200
 TRACE = "synthetic:gamma?rate={rate}&burstiness=0.5&n={n}&input=64&output=16&seed={seed}"
 # the simulator's policy and layout for each kernels.serve strategy at world size W
@@ -54,6 +60,10 @@ def parse(argv=None):
                    help="perf-model profile (path, shipped name, or 'none' for the CPU datasheet); "
                         "default: DIR/profile/cpu.json, measured and fitted when missing")
     p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: NCCL ranks, one GPU each")
+    p.add_argument("--hardware", default=None, help="perf-model preset (default: cpu; on cuda the GPU's by name)")
+    p.add_argument("--dtype", default=None, choices=("float32", "bfloat16"),
+                   help="the reference model's dtype (default: float32 on cpu, bfloat16 on cuda)")
     p.add_argument("--model", default="tiny")
     p.add_argument("--layers", type=int, default=None)
     p.add_argument("--hidden-scale", type=float, default=1.0)
@@ -74,27 +84,36 @@ def parse(argv=None):
 
 
 # ---- 1. profile ------------------------------------------------------------------------------
+def resolve(a) -> None:
+    """Fill --hardware and --dtype for --device (kernels.serve's rule); ValueError when cuda is not there."""
+    _, a.hardware = resolve_device(argparse.Namespace(device=a.device, nproc=a.nproc, hardware=a.hardware))
+    a.dtype = a.dtype or ("bfloat16" if a.device == "cuda" else "float32")
+
+
 def cpu_profile(a, out: Path, log) -> str:
-    """The profile argument both sides use: --profile as given, else DIR/profile/cpu.json (made once)."""
+    """The profile argument both sides use: --profile as given, else DIR/profile/<hardware>.json (made
+    once: microbench on --device, then calibrate on the hardware preset)."""
     if a.profile:
         return a.profile
     pdir = out / "profile"
-    prof = pdir / "cpu.json"
+    prof = pdir / f"{a.hardware}.json"
     if prof.is_file():
         log(f"profile: reusing {prof}")
         return str(prof)
     pdir.mkdir(parents=True, exist_ok=True)
     csv = pdir / "microbench.csv"
     t = time.perf_counter()
-    cmd = [sys.executable, "-m", "microbench", "--suite", "all", "--device", "cpu", "--nproc", str(a.nproc),
-           "--model", a.model, "--dtypes", "fp32,bf16", "--no-progress", "--out", str(csv)] + (["--quick"] if a.quick else [])
+    cmd = [sys.executable, "-m", "microbench", "--suite", "all", "--device", a.device, "--nproc", str(a.nproc),
+           "--model", a.model, "--no-progress", "--out", str(csv)] + (["--quick"] if a.quick else [])
+    if a.device == "cpu":
+        cmd += ["--dtypes", "fp32,bf16"]
     if csv.is_file():
         cmd.append("--resume")
     subprocess.run(cmd, cwd=ROOT, check=True)
     log(f"microbench: {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "perfmodel.calibration.cli", "calibrate", "--measurements", str(csv),
-                    "--base", "cpu", "--out", str(prof)], cwd=ROOT, check=True)
+                    "--base", a.hardware, "--out", str(prof)], cwd=ROOT, check=True)
     log(f"calibrate: {time.perf_counter() - t:.1f} s")
     return str(prof)
 
@@ -106,7 +125,7 @@ def model_arg(a, out: Path) -> str:
     from kernels.serve.cli import scaled_spec
     from perfmodel.modelspec import load_model, resolve_model_path
 
-    spec = scaled_spec(a.model, a.layers, a.hidden_scale, "float32", a.nproc)
+    spec = scaled_spec(a.model, a.layers, a.hidden_scale, a.dtype, a.nproc)
     cfg = json.loads(resolve_model_path(a.model).read_text())
     cfg.update(num_hidden_layers=spec.num_layers, hidden_size=spec.hidden_size, num_attention_heads=spec.num_heads,
                num_key_value_heads=spec.num_kv_heads, head_dim=spec.head_dim,
@@ -114,7 +133,7 @@ def model_arg(a, out: Path) -> str:
     path = out / "model" / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(cfg, indent=1) + "\n")
-    got = load_model(str(path), weights="fp32", kv="fp32")
+    got = load_model(str(path), weights=DTYPE_NAMES[a.dtype], kv=DTYPE_NAMES[a.dtype])
     for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
               "vocab_size"):
         if getattr(got, f) != getattr(spec, f):
@@ -129,7 +148,8 @@ def measured(a, strategy: str, model: str, trace: str, profile: str, d: Path) ->
     cmd = [sys.executable, "-m", "kernels.serve", "--strategy", strategy, "--nproc", str(a.nproc),
            "--model", model, "--trace", trace, "--max-num-batched-tokens", str(a.max_num_batched_tokens),
            "--max-num-seqs", str(a.max_num_seqs), "--kv-blocks", str(a.kv_blocks), "--threshold", str(a.threshold),
-           "--hardware", "cpu", "--profile", profile, "--seed", str(a.seed), "--timeout", str(a.timeout),
+           "--device", a.device, "--dtype", a.dtype, "--hardware", a.hardware, "--profile", profile,
+           "--seed", str(a.seed), "--timeout", str(a.timeout),
            "--out", str(d)]
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t
@@ -157,8 +177,8 @@ def simulated(a, strategy: str, model: str, trace: str, profile: str, d: Path, s
 
     t = time.perf_counter()
     policy, layout = POLICY[strategy]
-    rs = RunSpec(policy=policy, layout=layout.format(w=a.nproc), model=model, hardware="cpu", gpus=a.nproc,
-                 weights="fp32", kv_dtype="fp32", profile=profile,
+    rs = RunSpec(policy=policy, layout=layout.format(w=a.nproc), model=model, hardware=a.hardware, gpus=a.nproc,
+                 weights=DTYPE_NAMES[a.dtype], kv_dtype=DTYPE_NAMES[a.dtype], profile=profile,
                  policy_args={"threshold": a.threshold} if strategy == "shift" else (),
                  engine=EngineConfig(max_num_batched_tokens=a.max_num_batched_tokens, max_num_seqs=a.max_num_seqs,
                                      dp_lockstep="all"),  # the reference loop ticks its DP replicas together
@@ -239,6 +259,11 @@ def fmt_table(rows: list) -> str:
 
 def main(argv=None) -> int:
     a = parse(argv)
+    try:
+        resolve(a)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -278,7 +303,7 @@ def main(argv=None) -> int:
         table += (f"\nhost-time model (+{a.host_step_ms:g} ms/step, +{a.host_layer_ms:g} ms/layer): "
                   + "; ".join(f"{r['strategy']} TTFT {pct(r['compare_host']['median_ttft_ms_rel_err'])} "
                               f"TPOT {pct(r['compare_host']['median_tpot_ms_rel_err'])}" for r in rows))
-    head = (f"trace {trace}, model {model}, {a.nproc} ranks, profile {profile}; "
+    head = (f"trace {trace}, model {model}, {a.nproc} ranks on {a.device} ({a.hardware}, {a.dtype}), profile {profile}; "
             f"total {time.perf_counter() - t_all:.1f} s")
     print(head + "\n" + table)
     (out / "table.txt").write_text(head + "\n" + table + "\n")

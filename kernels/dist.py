@@ -41,9 +41,9 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def init(rank: int, world_size: int, port: int | None = None) -> None:
-    """Join the world: NCCL when CUDA is present (torchrun env), gloo on CPU."""
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+def init(rank: int, world_size: int, port: int | None = None, backend: str | None = None) -> None:
+    """Join the world: `backend`, by default NCCL when CUDA is present (torchrun env), gloo on CPU."""
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     url = f"tcp://127.0.0.1:{port}" if port else "env://"
@@ -74,11 +74,11 @@ def groups_created() -> int:
 
 
 # ---- spawning a CPU world ------------------------------------------------------------------
-def _worker(rank, world_size, port, out_dir, fn, args):
+def _worker(rank, world_size, port, out_dir, fn, args, backend=None):
     torch.set_num_threads(1)
     path = os.path.join(out_dir, f"rank{rank}.pkl")
     try:
-        init(rank, world_size, port)
+        init(rank, world_size, port, backend)
         res = {"ok": fn(rank, world_size, *args)}
     except BaseException:
         res = {"error": f"rank {rank}:\n{traceback.format_exc()}"}
@@ -90,23 +90,24 @@ def _worker(rank, world_size, port, out_dir, fn, args):
     _groups.clear()
 
 
-def spawn(fn, world_size: int, *args, timeout_s: float = 600.0) -> list:
-    """Run fn(rank, world_size, *args) on `world_size` gloo workers; return [result per rank].
+def spawn(fn, world_size: int, *args, timeout_s: float = 600.0, backend: str | None = None) -> list:
+    """Run fn(rank, world_size, *args) on `world_size` workers; return [result per rank]. `backend`:
+    "gloo" (CPU tensors), "nccl" (rank r on cuda:r), None: NCCL when CUDA is present, else gloo.
     A rendezvous port taken by another process between free_port() and bind is retried."""
     for attempt in range(3):
         try:
-            return _spawn_once(fn, world_size, args, timeout_s)
+            return _spawn_once(fn, world_size, args, timeout_s, backend)
         except WorkerError as e:
             if attempt == 2 or "Address already in use" not in str(e):
                 raise
 
 
-def _spawn_once(fn, world_size: int, args, timeout_s: float) -> list:
+def _spawn_once(fn, world_size: int, args, timeout_s: float, backend: str | None = None) -> list:
     multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "kernels.checks"])
     ctx = multiprocessing.get_context("forkserver")  # children fork from a process that imported torch once
     with tempfile.TemporaryDirectory() as out_dir:
         port = free_port()
-        procs = [ctx.Process(target=_worker, args=(r, world_size, port, out_dir, fn, args)) for r in range(world_size)]
+        procs = [ctx.Process(target=_worker, args=(r, world_size, port, out_dir, fn, args, backend)) for r in range(world_size)]
         for p in procs:
             p.start()
         deadline = time.monotonic() + timeout_s

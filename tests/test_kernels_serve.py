@@ -68,3 +68,29 @@ def test_scaled_spec_keeps_heads_shardable():
     assert spec.num_kv_heads % 2 == 0 and spec.num_heads % spec.num_kv_heads == 0
     assert spec.hidden_size == spec.num_heads * spec.head_dim
     assert scaled_spec("tiny").hidden_size == 256  # unscaled: the preset as is
+
+
+def test_device_flag_cpu_cuda_and_gpu_presets(monkeypatch, capsys):
+    """--device: cpu runs gloo on the CPU preset; cuda where torch sees none is one error line (exit 2);
+    on a GPU the perf model's hardware is the GPU's preset by name unless --hardware names one."""
+    import torch
+
+    from kernels.serve.cli import resolve_device
+
+    assert resolve_device(parse(["--device", "cpu"])) == ("gloo", "cpu")
+    assert resolve_device(parse(["--device", "cpu", "--hardware", "h100_sxm"])) == ("gloo", "h100_sxm")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device(parse([])) == ("gloo", "cpu")  # auto
+    assert main(["--device", "cuda", "--nproc", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --device cuda: no CUDA device here (torch.cuda.is_available() is False)"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H100 80GB HBM3")
+    assert resolve_device(parse(["--nproc", "8"])) == ("nccl", "h100_sxm")
+    assert resolve_device(parse(["--nproc", "8", "--hardware", "h200_sxm"])) == ("nccl", "h200_sxm")
+    with pytest.raises(ValueError, match="--nproc 9: 8 GPU"):
+        resolve_device(parse(["--nproc", "9"]))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Some Future GPU")
+    with pytest.raises(ValueError, match="--hardware: no preset for 'Some Future GPU'"):
+        resolve_device(parse(["--device", "cuda", "--nproc", "1"]))

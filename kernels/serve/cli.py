@@ -37,7 +37,9 @@ DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16"}
 def parse(argv=None):
     p = argparse.ArgumentParser(prog="python -m kernels.serve", description=__doc__.splitlines()[0])
     p.add_argument("--strategy", default="tp", choices=SERVE_STRATEGIES)
-    p.add_argument("--nproc", type=int, default=2, help="ranks (gloo workers on CPU)")
+    p.add_argument("--nproc", type=int, default=2, help="ranks (gloo workers on CPU; one GPU each with cuda)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="cpu: gloo ranks on CPU tensors; cuda: NCCL, rank r on cuda:r; auto: cuda when present")
     p.add_argument("--model", default="tiny", help="a perfmodel preset, HF id or config.json (random weights)")
     p.add_argument("--layers", type=int, help="keep this many layers of --model")
     p.add_argument("--hidden-scale", type=float, default=1.0,
@@ -51,7 +53,8 @@ def parse(argv=None):
     p.add_argument("--threshold", type=int, default=256, help="Shift: base model above this many tokens")
     p.add_argument("--router", default="least-tokens", help="DP: the simulator's router")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPE_NAMES))
-    p.add_argument("--hardware", default="cpu", help="perf-model hardware preset for predicted_s")
+    p.add_argument("--hardware", default=None,
+                   help="perf-model hardware preset for predicted_s (default: cpu; on cuda, the GPU's preset by name)")
     p.add_argument("--profile", default=None, help="perf-model profile (default: the hardware's; 'none')")
     p.add_argument("--step-overhead-ms", type=float, default=None, help="perf model's per-step overhead")
     p.add_argument("--seed", type=int, default=0)
@@ -108,6 +111,34 @@ def predicted_times(spec, strategy, world_size, steps, hw, prof, fw, max_tokens,
     return out
 
 
+GPU_PRESETS = (("H200", "h200_sxm"), ("H100", "h100_sxm"), ("H20", "h20"), ("B200", "b200"), ("A100", "a100_80gb"),
+               ("L4", "l4"), ("A10", "a10"))  # torch.cuda.get_device_name substring -> hardware preset
+
+
+def resolve_device(a) -> tuple[str, str]:
+    """(torch.distributed backend, hardware preset) for --device / --hardware; ValueError if cuda is
+    asked for where there is none, or for more ranks than GPUs, or for a GPU no preset names."""
+    import torch
+
+    dev = a.device
+    if dev == "auto":
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev == "cpu":
+        return "gloo", a.hardware or "cpu"
+    if not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+    n = torch.cuda.device_count()
+    if a.nproc > n:
+        raise ValueError(f"--nproc {a.nproc}: {n} GPU(s) here (one rank per GPU)")
+    if a.hardware:
+        return "nccl", a.hardware
+    name = torch.cuda.get_device_name(0)
+    hw = next((h for key, h in GPU_PRESETS if key in name), None)
+    if hw is None:
+        raise ValueError(f"--hardware: no preset for {name!r}; name one (perfmodel/hardware/*.toml)")
+    return "nccl", hw
+
+
 def run_serve(a, launch=None):
     """Serve as the parsed command line says; (summary, requests frame, steps frame). `launch`
     (kernels/serve/http.py): its .workload and .fn(rank, world, cfg, *.args) instead of the trace's."""
@@ -115,6 +146,7 @@ def run_serve(a, launch=None):
 
     from ..dist import spawn
 
+    backend, hardware = resolve_device(a)
     spec = scaled_spec(a.model, a.layers, a.hidden_scale, a.dtype, a.nproc)
     serve_layout(a.strategy, a.nproc).validate(spec, a.nproc)
     wl = load_trace(a.trace) if launch is None else launch.workload
@@ -123,14 +155,15 @@ def run_serve(a, launch=None):
     cfg = ServeConfig(a.strategy, spec, wl, lim, a.kv_blocks, a.max_concurrency, a.router, a.seed, a.dtype,
                       a.threshold)
     if launch is None:
-        recs, steps_rec, extra = spawn(serve, a.nproc, cfg, timeout_s=a.timeout or 600.0)[0]
+        recs, steps_rec, extra = spawn(serve, a.nproc, cfg, timeout_s=a.timeout or 600.0, backend=backend)[0]
     else:
-        recs, steps_rec, extra = spawn(launch.fn, a.nproc, cfg, *launch.args, timeout_s=launch.timeout_s)[0]
+        recs, steps_rec, extra = spawn(launch.fn, a.nproc, cfg, *launch.args, timeout_s=launch.timeout_s,
+                                       backend=backend)[0]
         if not len(recs):
             return None
         wl = type(wl).served(recs, wl.source)  # the requests it received
     req, steps = recs.frame(), steps_rec.frame()
-    hw = load_hardware(a.hardware)
+    hw = load_hardware(hardware)
     prof = resolve_profile(hw, a.profile)
     fw = for_hardware(with_knobs(framework_preset("vllm"), None, a.step_overhead_ms), hw)  # no graphs on a CPU
     steps["predicted_s"] = predicted_times(spec, a.strategy, a.nproc, steps, hw, prof, fw,
@@ -145,7 +178,7 @@ def run_serve(a, launch=None):
     meas, pred = steps["duration_s"].to_numpy(), steps["predicted_s"].to_numpy()
     summ.update(
         source="kernels.serve (measured)", policy=a.strategy, layout=str(serve_layout(a.strategy, a.nproc)),
-        world_size=a.nproc, model=spec.name, model_shape={k: getattr(spec, k) for k in (
+        world_size=a.nproc, device="cuda" if backend == "nccl" else "cpu", model=spec.name, model_shape={k: getattr(spec, k) for k in (
             "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size")},
         dtype=a.dtype, hardware=hw.name, profile=getattr(prof, "name", None) or "datasheet",
         step_overhead_ms=1e3 * fw.step_overhead_s, trace=getattr(wl, "source", a.trace),
