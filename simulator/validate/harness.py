@@ -48,6 +48,28 @@ def source_of(case: Case) -> str:
     return "ix"
 
 
+def as_launched(case: Case) -> Case:
+    """The row as its benchmark launched it where its columns say otherwise (else the row unchanged).
+
+    InferenceX's vLLM rows: the scripts of the rows' dates launch `vllm serve --tensor-parallel-size=$TP`
+    with `--enable-expert-parallel` when EP_SIZE > 1 and never a data-parallel flag
+    (benchmarks/single_node/minimaxm2.5_fp8_h100.sh @ InferenceX d43805fc3, lines 34-45; no
+    single_node/*h100* script there passes --data-parallel-size or DP attention), and the MiniMax-M2.5
+    H100 search space is `{ tp: 4, ep: 4 }` alone in every nvidia-master.yaml of 2026-03-20..04-09. So a
+    row of that source with attention DP > 1 (the 15 MiniMax rows of 2026-04-06: attention_dp 4, moe_ep
+    16, 16 GPUs, while their ids say `tp4_ep4` and their measurements repeat the TP4/EP4 rows' within
+    1-3%) is replayed as TP=tp with EP inside the TP group."""
+    if source_of(case) != "ix" or case.policy != "layout":
+        return case
+    from perfmodel.layout import ParallelLayout
+
+    lay = ParallelLayout.parse(case.layout)
+    if lay.dp <= 1:
+        return case
+    layout = f"tp={lay.tp}" + (f",pp={lay.pp}" if lay.pp > 1 else "") + (f",ep={lay.tp}" if lay.ep > 1 else "")
+    return dataclasses.replace(case, layout=layout, gpus=lay.tp * lay.pp, nodes=1)
+
+
 def harness(case: Case, framework: str | None = None) -> Harness:
     """The settings of `case`'s deployment and benchmark (docs/frameworks.md cites each default);
     `framework` replays the row under another framework's defaults (same benchmark protocol)."""

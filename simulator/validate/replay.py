@@ -15,7 +15,7 @@ from perfmodel.framework import framework_preset
 from simulator.run import RunSpec, run
 from simulator.workload.workload import make_workload
 
-from .harness import Harness, harness
+from .harness import Harness, as_launched, harness
 from .rows import Case
 
 # Host time per engine step the GPU waits on (scheduling, input preparation, sampling), per framework
@@ -83,7 +83,9 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
 
 def replay(case: Case, seed: int = 0, framework: str | None = None, **fields) -> Replayed:
     """Simulate the row's benchmark; means over the measured requests. `framework`: replay it under
-    that framework's scheduler and defaults instead of the row's own."""
+    that framework's scheduler and defaults instead of the row's own. The row is replayed as its
+    benchmark launched it (`as_launched`: the Replayed carries that case)."""
+    case = as_launched(case)
     h = harness(case, framework)
     rs = run_spec(case, h, **fields)
     changes = {k: v for k, v in (("moe_kernel", h.moe_kernel or None), ("cuda_graph_sizes", h.cuda_graph_sizes))
