@@ -166,6 +166,12 @@ def test_app_process_round_trip_and_bind_failure():
     finally:
         srv.stop()
     assert not srv.proc.is_alive()
+    # rank 0 gone (its end of the events pipe closed, as when the process dies): the app stops by itself
+    orphan = Server(HttpOptions("127.0.0.1", free_port(), "m", "/nonexistent/stop", os.getpid()), 64, t0)
+    orphan.start()
+    orphan.events.close()
+    orphan.proc.join(30)
+    assert not orphan.proc.is_alive()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
