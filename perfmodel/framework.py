@@ -54,6 +54,16 @@ class Framework:
     # default, "marlin" what vLLM's VLLM_MXFP4_USE_MARLIN=1 selects for mxfp4 on Hopper (default there:
     # the triton OAI kernel). Picks the profile's "<format>_<kernel>" table; the format's own without one
     moe_kernel: str = ""
+    # The host schedules step n+1 while the GPU runs step n (vLLM --async-scheduling: a batch queue of
+    # two, `EngineCore.step_with_batch_queue` in vllm/v1/engine/core.py; TRT-LLM's overlap scheduler,
+    # `PyExecutor._executor_loop_overlap`; SGLang's overlap schedule, `Scheduler.event_loop_overlap` in
+    # srt/managers/scheduler.py @ 0.5.1.post1: recv -> schedule -> launch -> process the previous batch):
+    # a request that reaches the engine while step n runs is first scheduled into step n+2
+    # (simulator.engine.loop.Engine). Default on in SGLang (server_args.py:250
+    # `disable_overlap_schedule: bool = False` @ 0.5.1.post1) and TRT-LLM (TorchLlmArgs
+    # `disable_overlap_scheduler=False`; aiconfigurator's agg rule keeps it: `agg
+    # disable_overlap_scheduler = false`), in vLLM from 0.18 (VLLM_ASYNC_DEFAULT_FROM) or with the flag.
+    schedule_ahead: bool = False
     # busiest EP rank's routed rows / the mean (expert-load imbalance, perfmodel/knobs.py); None: the
     # default per EP degree, knobs.moe_ep_imbalance (aiconfigurator's power_law_1.01); 1.0: uniform routing
     moe_imbalance: float | None = None
@@ -86,8 +96,8 @@ SGLANG_CUDA_GRAPH_SIZES = (1, 2, 4, 8, 12) + tuple(range(16, 161, 8))
 FRAMEWORKS = {
     "vllm": DEFAULT_FRAMEWORK,
     "sglang": Framework(name="sglang", gpu_memory_utilization=1.0, reserve_bytes=9.5 * GiB, reserve_per_tp_bytes=0.5 * GiB,
-                        cuda_graph_sizes=SGLANG_CUDA_GRAPH_SIZES, cuda_graph_decode_only=True),
-    "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True),
+                        cuda_graph_sizes=SGLANG_CUDA_GRAPH_SIZES, cuda_graph_decode_only=True, schedule_ahead=True),
+    "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True, schedule_ahead=True),
 }
 
 
@@ -137,7 +147,7 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
     except KeyError:
         raise ValueError(f"framework {name!r}: one of {', '.join(FRAMEWORKS)}") from None
     if version and name == "vllm" and _version(version)[:2] >= VLLM_ASYNC_DEFAULT_FROM:
-        fw = dataclasses.replace(fw, step_overhead_s=0.0)
+        fw = dataclasses.replace(fw, step_overhead_s=0.0, schedule_ahead=True)
     elif version:
         _version(version)  # checked: a version says which defaults apply
     return fw

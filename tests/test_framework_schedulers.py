@@ -1,5 +1,5 @@
 """Each serving framework's admission rule on hand-worked cases (engine/scheduler.py: Limits.reserve),
-SGLang's new_token_ratio (engine/loop.py: NewTokenRatio), TRT-LLM's memory rule, and whole runs
+SGLang's new_token_ratio (engine/ratio.py: NewTokenRatio), TRT-LLM's memory rule, and whole runs
 that keep every framework's promise (TRT-LLM never preempts; every request ends)."""
 from collections import deque
 
@@ -13,7 +13,7 @@ from perfmodel.memory import plan
 from perfmodel.modelspec import load_model
 from simulator.engine.batch import RunningBatch
 from simulator.engine.config import EngineConfig
-from simulator.engine.loop import NewTokenRatio
+from simulator.engine.ratio import NewTokenRatio
 from simulator.engine.scheduler import Limits, Waiting, reserved_blocks, schedule
 from simulator.run import RunSpec, run
 from simulator.workload.workload import make_workload

@@ -20,7 +20,8 @@ from perfmodel.modelspec import resolve_max_model_len
 from perfmodel.steptable import StepTable
 from simulator.engine.config import EngineConfig
 from simulator.engine.lockstep import Lockstep
-from simulator.engine.loop import Engine, NewTokenRatio
+from simulator.engine.loop import Engine
+from simulator.engine.ratio import NewTokenRatio
 from simulator.engine.runner import Runner
 from simulator.engine.scheduler import Limits
 from simulator.policies import POLICIES
@@ -137,7 +138,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             return make(env, i, runner, ec, budget * _pp_of(p), max_seqs, p.kv_capacity_tokens, recs, steps, finished)
         return Engine(env, i, runner, engine_limits(ec, budget, max_seqs, _pp_of(p)), p.kv_capacity_tokens,
                       recs, steps, ec.fast_forward, arrivals.due, recs.prefix_caching,
-                      NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None, hw.host_wake_s)
+                      NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None, hw.host_wake_s, fw.schedule_ahead)
 
     def finished(pos):
         if progress is not None:

@@ -23,38 +23,6 @@ from .scheduler import Waiting, schedule
 from .stretch import Stretch, sleep_stretch
 
 
-class NewTokenRatio:
-    """SGLang's new_token_ratio (managers/scheduler.py, 0.5.1.post1): the share of their remaining
-    output that running requests keep reserved against admissions. It decays by (init - min) /
-    decay_steps per decode step down to min; a retraction restarts it from
-    (decoded + 20 x retracted) / total max_new_tokens of the running batch, at most 1 (retract_decode,
-    RETRACT_DECODE_STEPS = 20)."""
-
-    __slots__ = ("init", "min", "decay", "start", "steps")
-
-    def __init__(self, init: float, minimum: float, decay_steps: int):
-        self.init, self.min, self.decay = init, minimum, (init - minimum) / max(decay_steps, 1)
-        self.start, self.steps = init, 0
-
-    @classmethod
-    def of(cls, ec) -> "NewTokenRatio":
-        return cls(ec.sglang_init_new_token_ratio, ec.sglang_min_new_token_ratio,
-                   ec.sglang_new_token_ratio_decay_steps)
-
-    @property
-    def value(self) -> float:
-        return max(self.min, self.start - self.decay * self.steps)
-
-    def decoded(self, k: int) -> None:
-        self.steps += k
-
-    def retracted(self, batch, n_retracted: int) -> None:
-        """After a retraction, from the batch that remains."""
-        gen, out = sum(batch.generated()), sum(batch.output)
-        self.start = min(1.0, (gen + 20 * n_retracted) / max(out, 1))
-        self.steps = 0
-
-
 class _Hold:
     """A policy's request to park the engine: after this step, or once its batch is drained."""
 
@@ -69,7 +37,7 @@ class Engine:
 
     def __init__(self, env, index: int, runner, limits, kv_capacity_tokens: int, recs, steps,
                  fast_forward: bool = True, arrivals_due=None, prefix_caching: bool = False, ratio=None,
-                 wake_s: float = 0.0):
+                 wake_s: float = 0.0, schedule_ahead: bool = False):
         self.env, self.index, self.runner, self.limits = env, index, runner, limits
         self.recs, self.steps, self.fast_forward = recs, steps, fast_forward
         self.kv = KVBlocks(kv_capacity_tokens, limits.block_size)
@@ -93,6 +61,10 @@ class Engine:
         self._codes: dict = {}  # mode name -> its code in the step records
         self.wake_s = wake_s  # an idle engine's first step starts this long after the request (HardwareSpec.host_wake_s)
         self.group = None  # a Lockstep group stepping this engine (lockstep.py), else its own process
+        # the framework schedules step n+1 while step n runs (perfmodel Framework.schedule_ahead): a request
+        # queued while a step runs waits for the step after next. _queued_s: when each waiting request was
+        # queued here; _step_start: when the step last scheduled began (None: idle or parked since)
+        self.schedule_ahead, self._queued_s, self._step_start, self.held_back = schedule_ahead, {}, None, 0
         self.proc = env.process(self._loop())
 
     # ---- what policies and the cluster use ------------------------------------------------
@@ -157,6 +129,8 @@ class Engine:
             r.issued_s[pos] = self.env.now
         r.engine[pos] = self.index
         self.waiting.append(pos)
+        if self.schedule_ahead:
+            self._queued_s[pos] = self.env.now
         self._wake_or_cut(at_boundary)
 
     def cut_stretch(self, at_boundary: bool = True) -> None:
@@ -190,6 +164,7 @@ class Engine:
             self._sync_kv()
         else:
             self.waiting.remove(pos)
+            self._queued_s.pop(pos, None)
         self.outstanding_tokens -= self.recs.total_tokens[pos]
         self.outstanding_requests -= 1
 
@@ -207,9 +182,11 @@ class Engine:
         while self.group is None:  # (a Lockstep group's engine is stepped by the group: lockstep.py)
             if self._held is not None and self._park_now():  # a policy lent this engine's GPUs
                 yield self._held.event
+                self._step_start = None
                 continue
             if not len(batch) and not self.waiting:
                 self._idle = env.event()
+                self._step_start = None
                 yield self._idle
                 self._idle = None
                 if self.wake_s:
@@ -218,7 +195,7 @@ class Engine:
             s, agg, all_decode, mode, table = self.begin_step()
             # run: perfmodel's time for the step, or for k decode steps in closed form
             k = step.stretch_steps(batch, kv.free, kv.block_size) \
-                if all_decode and self.fast_forward and not s.preempt else 1
+                if all_decode and self.fast_forward and not s.preempt and not self.held_back else 1
             start, st = env.now, None
             # sleep
             if k > 1:
@@ -239,6 +216,7 @@ class Engine:
         """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
         mode and step table."""
         batch, ratio = self.batch, self.ratio
+        late = self._hold_back() if self.schedule_ahead else ()
         s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=self._held is None,
                      cache=self.cache, ratio=ratio.value if ratio is not None else 0.0)
         if s.preempt or s.admitted:
@@ -246,12 +224,32 @@ class Engine:
             self._sync_kv()
             if s.preempt and ratio is not None:
                 ratio.retracted(batch, s.preempt)
+        self.waiting.extend(late)
+        self.held_back = len(late)
+        if self.schedule_ahead:
+            for adm in s.admitted:
+                self._queued_s.pop(adm[0], None)
+            self._step_start = self.env.now
         if not s.granted or (not s.decode_running and sum(s.granted) == 0):
             raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
                                f"waiting, batch={batch}")  # impossible for requests that fit
         agg, all_decode = step.aggregates(batch, s)
         mode, table = self.runner.mode_for(agg[0] + agg[4])
         return s, agg, all_decode, mode, table
+
+    def _hold_back(self) -> list:
+        """Schedule-ahead: the requests this step cannot see, taken off the queue's tail for it. The real
+        engine scheduled this step when the previous one began, so a request queued since then (at
+        that instant too: a closed-loop replacement) waits for the next. None while the engine was idle
+        (its first step is scheduled at once) or when nothing runs (no step was in flight)."""
+        cut, w, queued = self._step_start, self.waiting, self._queued_s
+        if cut is None or not len(self.batch):
+            return []
+        late = []
+        while w and queued.get(w[-1], -1.0) >= cut:  # (re-queued preempted requests are not in `queued`)
+            late.append(w.pop())
+        late.reverse()
+        return late
 
     def end_step(self, s, agg, all_decode, mode, k, start, dur, st) -> None:
         """apply: record the step(s) that ran from `start` for `dur`, advance the batch, report completions."""

@@ -48,7 +48,8 @@ class DisaggPlan(EnginePlan):
 def _prefill_maker(coord: Coordinator, i: int, layout):
     def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
         from simulator.cluster.simulate import engine_limits  # (the cluster imports the policies)
-        from simulator.engine.loop import Engine, NewTokenRatio
+        from simulator.engine.loop import Engine
+        from simulator.engine.ratio import NewTokenRatio
 
         view = coord.view_of(recs)
         e = Engine(env, index, runner, engine_limits(ec, budget, max_seqs, layout.pp), kv_capacity_tokens, view,
