@@ -35,9 +35,10 @@ def free_port() -> int:
 
 
 def device() -> torch.device:
-    """cuda:LOCAL_RANK under NCCL, else cpu."""
+    """Under NCCL the GPU `init` selected (cuda:LOCAL_RANK under torchrun, cuda:rank when spawned: not
+    LOCAL_RANK alone, which spawned workers lack), else cpu."""
     if dist.is_initialized() and dist.get_backend() == "nccl":
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
 

@@ -35,3 +35,21 @@ def test_module_entry_point():
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "pp_stage" not in r.stdout and "send_recv=" in r.stdout and r.stdout.rstrip().endswith("OK")
+
+
+def test_nccl_ranks_use_the_gpu_init_selected(monkeypatch):
+    """Regression: device() returned cuda:LOCAL_RANK, and workers that kernels.dist.spawn starts (no
+    torchrun) have no LOCAL_RANK, so every rank put its tensors on cuda:0 while init had selected
+    cuda:rank. It now returns the current device, the one init selected, under either launcher."""
+    import torch
+    import torch.distributed as dist
+
+    from kernels import dist as kd
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_backend", lambda *a: "nccl")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)  # init's set_device(rank 3)
+    assert kd.device() == torch.device("cuda", 3)
+    monkeypatch.setattr(dist, "get_backend", lambda *a: "gloo")
+    assert kd.device() == torch.device("cpu")
