@@ -117,11 +117,12 @@ def serve(rank: int, world_size: int, cfg: ServeConfig, make_lead=None):
             dt = time.perf_counter() - t
         if not plan["runs"]:
             continue
-        mine = torch.zeros(world_size, dtype=torch.float64)
+        mine = torch.zeros(world_size, dtype=torch.float64, device=runner.dev)  # (NCCL reduces GPU tensors only)
         mine[rank] = dt
         dist.all_reduce(mine)  # every rank's step time (a sum of one-hot vectors)
         if lead:
-            lead.apply({e: float(max(mine[r] for r in members[e])) for e in plan["runs"]})
+            times = mine.tolist()
+            lead.apply({e: max(times[r] for r in members[e]) for e in plan["runs"]})
     return lead.result() if lead else None
 
 
