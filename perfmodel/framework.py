@@ -165,6 +165,19 @@ def with_knobs(fw: Framework = DEFAULT_FRAMEWORK, gpu_memory_utilization: float 
     return dataclasses.replace(fw, **changes) if changes else fw
 
 
+def with_async(fw: Framework, on: bool | None, step_overhead_ms: float | None = None) -> Framework:
+    """`fw` with its loop scheduling ahead or not (`--async-scheduling on|off`; None keeps fw's). For vLLM
+    the step overhead follows, as between its versions (framework_preset): async hides the host time of a
+    step (0 ms), sync exposes it (the default 1 ms); an explicit --step-overhead-ms wins. TRT-LLM's and
+    SGLang's overlap switches change only when a request can join."""
+    if on is None:
+        return fw
+    changes = {"schedule_ahead": bool(on)}
+    if fw.name == "vllm" and step_overhead_ms is None:
+        changes["step_overhead_s"] = 0.0 if on else DEFAULT_FRAMEWORK.step_overhead_s
+    return dataclasses.replace(fw, **changes)
+
+
 def check_knobs(gpu_memory_utilization: float | None = None, step_overhead_ms: float | None = None) -> None:
     """One line naming the knob and its bound: 0 < gpu_memory_utilization <= 1, 0 <= step_overhead_ms < inf."""
     for name, v in (("gpu_memory_utilization", gpu_memory_utilization), ("step_overhead_ms", step_overhead_ms)):

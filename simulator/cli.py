@@ -147,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits on "
                    f"(scheduling, sampling); default {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} "
                    "(perfmodel/framework.py)")
+    p.add_argument("--async-scheduling", choices=("on", "off"), help="the engine schedules step n+1 while step n "
+                   "runs (vLLM's --async-scheduling; TRT-LLM's and SGLang's overlap schedulers): a request reaching "
+                   "a busy engine joins the step after next; vLLM hides its step overhead (0 ms). Default: the "
+                   "framework's (on for SGLang, TRT-LLM and vLLM >= 0.18)")
     p.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO for goodput (default: none, goodput null)")
     p.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO for goodput (default: none, goodput null)")
     p.add_argument("--window-s", type=float, default=10.0, help="time-series window (s)")
@@ -179,6 +183,7 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
                    policy_args=pargs, engine=eng, router=args.router,
                    max_concurrency=args.max_concurrency, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                    gpu_memory_utilization=args.gpu_memory_utilization, step_overhead_ms=args.step_overhead_ms,
+                   async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
                    framework=args.framework, framework_version=args.framework_version, nodes=args.nodes,
                    gpus_per_node=args.gpus_per_node)
 

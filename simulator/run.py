@@ -13,7 +13,7 @@ from pathlib import Path
 
 from perfmodel.calibration.profile import resolve_profile
 from perfmodel.deploy import cluster, layout_name
-from perfmodel.framework import check_knobs, for_hardware, framework_preset, with_knobs
+from perfmodel.framework import check_knobs, for_hardware, framework_preset, with_async, with_knobs
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.modelspec import load_model
@@ -47,6 +47,9 @@ class RunSpec:
     slo_tpot_ms: float | None = None
     gpu_memory_utilization: float | None = None  # None: the framework's (vLLM's 0.9)
     step_overhead_ms: float | None = None  # None: the framework's (1 ms, perfmodel/framework.py says why)
+    # the framework's loop schedules step n+1 while step n runs (vLLM --async-scheduling; TRT-LLM's and
+    # SGLang's overlap schedulers): None, the framework's default (vLLM >= 0.18, TRT-LLM, SGLang: on)
+    async_scheduling: bool | None = None
     hbm_gb: float | None = None  # None: the preset's datasheet HBM; else the memory the driver reports
     # serving framework (vllm, sglang, trtllm): its scheduler (engine.scheduler) and memory rule/loop
     # (perfmodel.framework.FRAMEWORKS). None: the engine's scheduler says which
@@ -157,7 +160,9 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # runs as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or ("fp8" if hw.has_fp8 else "bf16")
     spec = model_spec(rs.model, weights, rs.kv_dtype)
-    framework = for_hardware(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms), hw)
+    framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms), rs.async_scheduling,
+                           rs.step_overhead_ms)
+    framework = for_hardware(framework, hw)
     cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
                     router=rs.router, max_concurrency=rs.max_concurrency, framework=framework)
     tick = _Batched(progress) if progress is not None else None
@@ -174,7 +179,8 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
                 max_request_tokens=max(e["kv_capacity_tokens"] for e in res.engines),
                 max_model_len=res.max_model_len, framework=rs.framework, framework_version=rs.framework_version,
                 gpu_memory_utilization=framework.gpu_memory_utilization,
-                step_overhead_ms=round(1e3 * framework.step_overhead_s, 9))  # as given: 0.3, not 0.30000000000000004
+                step_overhead_ms=round(1e3 * framework.step_overhead_s, 9),  # as given: 0.3, not 0.30000000000000004
+                async_scheduling=framework.schedule_ahead)
     recipe = workload_recipe(wl, workload_args)
     summ.update(vllm_keys(req, rs, recipe, detail))
     summ["max_in_flight_requests"] = max_in_flight(req)

@@ -139,3 +139,18 @@ def test_flying_with_one_unit_names_itself(capsys):
                                   "--policy", "flying", "--trace", TRACE])
     assert err.strip() == ("error: flying: llama-3.1-405b needs tp=8 per unit on h200_sxm, so 8 GPUs hold one "
                            "unit: nothing to bind; use --policy tp")
+
+
+def test_simulate_async_scheduling_knob_is_recorded_and_moves_the_step(capsys):
+    """--async-scheduling on|off (Framework.schedule_ahead, perfmodel.framework.with_async): vLLM's default
+    (no version) is synchronous with 1 ms per step; on hides that host time (0 ms, as vLLM >= 0.18) and
+    schedules ahead; an explicit --step-overhead-ms wins; SGLang and TRT-LLM are on unless told off."""
+    base, on = _sim(capsys), _sim(capsys, "--async-scheduling", "on")
+    assert (base["async_scheduling"], base["step_overhead_ms"]) == (False, 1.0)
+    assert (on["async_scheduling"], on["step_overhead_ms"]) == (True, 0.0)
+    assert base["median_tpot_ms"] - on["median_tpot_ms"] == pytest.approx(1.0, abs=0.05)  # light load: a step a token
+    both = _sim(capsys, "--async-scheduling", "on", "--step-overhead-ms", "0.5")
+    assert (both["async_scheduling"], both["step_overhead_ms"]) == (True, 0.5)
+    assert _sim(capsys, "--framework", "sglang")["async_scheduling"] is True
+    off = _sim(capsys, "--framework", "trtllm", "--async-scheduling", "off")
+    assert off["async_scheduling"] is False and off["step_overhead_ms"] == 1.0  # TRT-LLM's overhead untouched

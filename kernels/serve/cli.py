@@ -190,7 +190,8 @@ def run_serve(a, launch=None):
         median_tick_ms=float(np.median(steps["tick_s"])) * 1e3 if len(steps) else None,
         gpus=a.nproc, weights=DTYPE_NAMES[a.dtype], kv_dtype=DTYPE_NAMES[a.dtype], framework="vllm",
         max_model_len=spec.max_model_len, max_request_tokens=a.kv_blocks * lim.block_size, notes=[],
-        gpu_memory_utilization=None, config={"command": "python -m kernels.serve", **vars(a)},
+        gpu_memory_utilization=None, async_scheduling=False,  # (the loop schedules each tick after the last)
+        config={"command": "python -m kernels.serve", **vars(a)},
     )
     # vLLM's result-file keys the simulator adds too (they read only model and max_concurrency)
     rs = argparse.Namespace(model=a.model, max_concurrency=a.max_concurrency)
