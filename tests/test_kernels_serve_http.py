@@ -37,8 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # 30 requests, ~3 s of bursty arrivals; 48-token prompts, 16 output tokens (a tiny-model step: ~5 ms)
 TRACE = "synthetic:gamma?rate=10&burstiness=0.5&n=30&input=48&output=16&seed=3"
 ARGS = ["--strategy", "tp", "--nproc", "1", "--model", "tiny", "--layers", "16"]
-# replayed over HTTP vs in-process, |relative difference| of the medians. TPOT: 20% (the issue's bound;
-# seen 1-7% over 6 runs). TTFT: 50%, because the in-process run's own median TTFT moved between 42.7 and
+# replayed over HTTP vs the nearer of two in-process runs (before and after), |relative difference| of the
+# medians. TPOT: 20% (the issue's bound; against one in-process run seen 1-26%, failing 3 of 11 runs on
+# 2026-11-24 with either side the slow one). TTFT: 50%, because the in-process run's own median TTFT moved between 42.7 and
 # 53.9 ms over 6 runs of this test on the shared 2-core machine (queueing behind bursts amplifies other
 # jobs' load), so two runs differ with no HTTP in between (seen: -18% to +11%, and +31% in one fresh-clone
 # CI run: 50.2 vs 38.3 ms); the HTTP path itself is bounded tightly below (client minus server TTFT of
@@ -64,6 +65,10 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("serve-http")
+    # in-process runs before and after the served one (A B A): the VM's drift between runs falls on both
+    # sides, and one slow in-process run alone cannot fail the comparison (seen: TPOT 27.3 ms in process
+    # against 21.4 ms replayed, the next in-process runs 19.7-23.9 ms)
+    assert serve_main([*ARGS, "--trace", TRACE, "--out", str(d / "inproc_before")]) == 0
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "kernels.serve", "--http", str(port), *ARGS, "--out", str(d / "server")]
@@ -84,12 +89,13 @@ def runs(tmp_path_factory):
     assert serve_main([*ARGS, "--trace", TRACE, "--out", str(d / "inproc")]) == 0
     read = lambda name: (pd.read_parquet(d / name / "requests.parquet"),  # noqa: E731
                          json.loads((d / name / "summary.json").read_text()))
-    return {k: read(k) for k in ("replayed", "inproc", "server")} | {"t_replay": t_replay}
+    return {k: read(k) for k in ("replayed", "inproc", "inproc_before", "server")} | {"t_replay": t_replay}
 
 
-@pytest.mark.slow  # a server start (~5 s), 3 s of trace over HTTP, then the in-process run: ~20 s
+@pytest.mark.slow  # an in-process run, a server start (~5 s), 3 s of trace over HTTP, an in-process run: ~30 s
 def test_replay_over_http_matches_the_in_process_run(runs):
     (rep, s_rep), (inp, s_inp), (srv, s_srv) = runs["replayed"], runs["inproc"], runs["server"]
+    s_before = runs["inproc_before"][1]
     # (a) every request, the same token counts: prompt (the server's usage.prompt_tokens of "hi hi ...")
     # and output (max_tokens, forced), request by request in trace order
     assert (rep["status"] == "completed").all() and (inp["status"] == "completed").all() and len(rep) == 30
@@ -100,12 +106,13 @@ def test_replay_over_http_matches_the_in_process_run(runs):
     assert len(srv) == 30 and (srv["status"] == "completed").all()
     assert sorted(srv["output_tokens"]) == sorted(rep["output_tokens"])
     assert s_srv["trace"].startswith("http://127.0.0.1:")
-    # (b) medians close to the in-process run's (REL)
-    print({k: (round(s_rep[k], 2), round(s_inp[k], 2), round(s_srv[k], 2)) for k in ("median_ttft_ms", "median_tpot_ms")},
-          "replayed / in-process / server-side")
+    # (b) medians close to the in-process runs' (REL; the nearer of the runs before and after)
+    print({k: (round(s_rep[k], 2), round(s_before[k], 2), round(s_inp[k], 2), round(s_srv[k], 2))
+           for k in ("median_ttft_ms", "median_tpot_ms")}, "replayed / in-process before, after / server-side")
     for key, rel in REL.items():
-        m, r = s_inp[key], s_rep[key]
-        assert m > 0 and abs(r - m) <= rel * m, (key, "replayed", r, "in-process", m)
+        r = s_rep[key]
+        errs = [abs(r - m) / m for m in (s_before[key], s_inp[key]) if m > 0]
+        assert len(errs) == 2 and min(errs) <= rel, (key, "replayed", r, "in-process", s_before[key], s_inp[key])
     # the HTTP path's own cost: client-side TTFT minus the server's (same requests, same run)
     extra = np.median(np.sort(rep["ttft_ms"].to_numpy()) - np.sort(srv["ttft_ms"].to_numpy()))
     print(f"HTTP overhead on TTFT: {extra:.2f} ms (median, client minus server)")
