@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -31,24 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernels.dist import free_port  # noqa: E402
+from kernels.serve.http import wait_healthy  # noqa: E402
 from simulator.replay.cli import main as replay_main  # noqa: E402
 
 TRACE = "synthetic:gamma?rate=10&burstiness=0.5&n=30&input=48&output=16&seed=3"  # the test's trace
 BOUND = 0.20  # issue 16
-
-
-def _healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(url)
 
 
 def served(args: list, trace: str, d: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -59,7 +45,7 @@ def served(args: list, trace: str, d: Path) -> tuple[pd.DataFrame, pd.DataFrame]
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        _healthy(url, proc)
+        wait_healthy(url, proc, timeout_s=120.0)
         rc = replay_main(["--url", url, "--trace", trace, "--out", str(d / "replayed")])
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)

@@ -31,6 +31,7 @@ pytest.importorskip("aiohttp")
 
 from kernels.dist import free_port  # noqa: E402
 from kernels.serve.cli import main as serve_main  # noqa: E402
+from kernels.serve.http import wait_healthy  # noqa: E402
 from simulator.replay.cli import main as replay_main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,20 +49,6 @@ ARGS = ["--strategy", "tp", "--nproc", "1", "--model", "tiny", "--layers", "16"]
 REL = {"median_ttft_ms": 0.50, "median_tpot_ms": 0.20}
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"{url}/health not ready after {timeout_s} s")
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("serve-http")
@@ -75,7 +62,7 @@ def runs(tmp_path_factory):
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         t = time.perf_counter()
         rc = replay_main(["--url", url, "--trace", TRACE, "--out", str(d / "replayed")])
         t_replay = time.perf_counter() - t

@@ -112,7 +112,8 @@ def predicted_times(spec, strategy, world_size, steps, hw, prof, fw, max_tokens,
 
 
 GPU_PRESETS = (("H200", "h200_sxm"), ("H100", "h100_sxm"), ("H20", "h20"), ("B200", "b200"), ("A100", "a100_80gb"),
-               ("L4", "l4"), ("A10", "a10"))  # torch.cuda.get_device_name substring -> hardware preset
+               ("L4", "l4"), ("A10", "a10"))  # torch.cuda.get_device_name substring -> hardware preset, first
+# match wins (H200 before H20, A100 before A10: the shorter names are substrings of the longer)
 
 
 def resolve_device(a) -> tuple[str, str]:

@@ -32,7 +32,9 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 import types
+import urllib.request
 
 import numpy as np
 import pandas as pd
@@ -199,6 +201,24 @@ class HttpLead(Lead):
         self.server.stop()
         self.recs = resized(self.recs, self.count)
         return super().result()
+
+
+def wait_healthy(url: str, proc=None, timeout_s: float = 90.0) -> None:
+    """Return once `url`/health answers 200 (a `kernels.serve --http` server: bound after warm-up);
+    RuntimeError with its stderr tail if `proc` (its subprocess.Popen) exits first, TimeoutError after
+    timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            raise RuntimeError(f"server exited ({proc.returncode}): {err}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{url}/health not ready after {timeout_s} s")
 
 
 def _alive(pid: int) -> bool:

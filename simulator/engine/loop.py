@@ -240,7 +240,7 @@ class Engine:
     def _hold_back(self) -> list:
         """Schedule-ahead: the requests this step cannot see, taken off the queue's tail for it. The real
         engine scheduled this step when the previous one began, so a request queued since then (at
-        that instant too: a closed-loop replacement) waits for the next. None while the engine was idle
+        that instant too: a closed-loop replacement) waits for the next. Nothing while the engine was idle
         (its first step is scheduled at once) or when nothing runs (no step was in flight)."""
         cut, w, queued = self._step_start, self.waiting, self._queued_s
         if cut is None or not len(self.batch):

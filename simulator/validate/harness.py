@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from perfmodel.layout import ParallelLayout
 from simulator.engine.config import EngineConfig
 
 from .rows import Case
@@ -61,8 +62,6 @@ def as_launched(case: Case) -> Case:
     1-3%) is replayed as TP=tp with EP inside the TP group."""
     if source_of(case) != "ix" or case.policy != "layout":
         return case
-    from perfmodel.layout import ParallelLayout
-
     lay = ParallelLayout.parse(case.layout)
     if lay.dp <= 1:
         return case

@@ -72,6 +72,8 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
     loop = h.engine.scheduler + ("-async" if h.async_scheduling else "")
     if loop in STEP_OVERHEAD_MS:
         fields.setdefault("step_overhead_ms", STEP_OVERHEAD_MS[loop])
+    if h.async_scheduling:  # (else the framework's own default: SGLang and TRT-LLM schedule ahead)
+        fields.setdefault("async_scheduling", True)
 
     if case.policy != "layout":  # disaggregated: the pools are the policy's arguments
         fields.setdefault("policy_args", case.policy_args)
@@ -88,9 +90,8 @@ def replay(case: Case, seed: int = 0, framework: str | None = None, **fields) ->
     case = as_launched(case)
     h = harness(case, framework)
     rs = run_spec(case, h, **fields)
-    changes = {k: v for k, v in (("moe_kernel", h.moe_kernel or None), ("cuda_graph_sizes", h.cuda_graph_sizes),
-                                 ("schedule_ahead", h.async_scheduling or None))
-               if v is not None}  # the harness's non-default MoE kernels, CUDA-graph sizes, async scheduling
+    changes = {k: v for k, v in (("moe_kernel", h.moe_kernel or None), ("cuda_graph_sizes", h.cuda_graph_sizes))
+               if v is not None}  # the harness's non-default MoE kernels and CUDA-graph sizes on the preset
     fw = dataclasses.replace(framework_preset(rs.framework, rs.framework_version), **changes) if changes else None
     r = run(workload_of(case, h, seed), rs, framework=fw)
     req = r.requests
