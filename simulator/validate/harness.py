@@ -8,6 +8,9 @@ Two harnesses produced the H100 aggregated rows (docs/frameworks.md says which a
       Benchmark: aiperf (bench_run.sh.j2 @ 095f58a5 lines 79-101), fixed lengths, 20 x C measured
       requests after 2 x C warm-up requests that finish first (aiperf credit_issuing_strategy.py:123-154),
       so the measured phase starts from an idle engine.
+  srt-slurm ("srt"): the TRT-LLM DeepSeek disagg rows, InferenceX's Dynamo runs of NVIDIA srt-slurm recipes
+      (recipes.py: workers, layouts and engine limits as launched); sa-bench = benchmark_serving.py with
+      the InferenceX protocol below.
   InferenceX ("ix"): the other vLLM rows. Flags from its H100 scripts; benchmark_serving.py with
       --random-range-ratio 0.8 (input and output lengths uniform in [0.8 L, L]), 10 x C prompts after
       an awaited 2 x C warm-up.
@@ -21,6 +24,7 @@ import dataclasses
 from perfmodel.layout import ParallelLayout
 from simulator.engine.config import EngineConfig
 
+from .recipes import trtllm_dsr1_recipe
 from .rows import Case
 
 # what the driver reports for an H100 SXM 80GB (nvidia-smi: 81559 MiB); engines size memory by it,
@@ -43,7 +47,16 @@ class Harness:
     cuda_graph_sizes: tuple | None = None  # captured batch sizes other than the framework's (None: its own)
 
 
+def _dsr1_recipe(case: Case):
+    if case.policy != "disagg" or case.backend != "trtllm" or case.hardware != "h100" \
+            or "deepseek" not in case.model.lower():
+        return None
+    return trtllm_dsr1_recipe(case.isl, case.osl, case.concurrency)
+
+
 def source_of(case: Case) -> str:
+    if _dsr1_recipe(case) is not None:
+        return "srt"
     if case.backend in ("sglang", "trtllm") or case.version == "0.12.0":
         return "aic"
     return "ix"
@@ -59,7 +72,17 @@ def as_launched(case: Case) -> Case:
     H100 search space is `{ tp: 4, ep: 4 }` alone in every nvidia-master.yaml of 2026-03-20..04-09. So a
     row of that source with attention DP > 1 (the 15 MiniMax rows of 2026-04-06: attention_dp 4, moe_ep
     16, 16 GPUs, while their ids say `tp4_ep4` and their measurements repeat the TP4/EP4 rows' within
-    1-3%) is replayed as TP=tp with EP inside the TP group."""
+    1-3%) is replayed as TP=tp with EP inside the TP group.
+
+    srt-slurm's TRT-LLM DeepSeek disagg rows: the pools and per-rank limits of the recipe their concurrency
+    ran (recipes.py; recipes.NotModelled for an MTP-only concurrency)."""
+    rec = _dsr1_recipe(case)
+    if rec is not None:
+        args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
+                ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
+                ("decode_max_seqs", str(rec.gen_max_batch)))
+        return dataclasses.replace(case, policy_args=args, layout=f"prefill {rec.prefill_pool} decode {rec.decode_pool}"
+                                   f" (recipe {rec.name})", gpus=rec.gpus, nodes=rec.gpus // 8)  # (HGX nodes of 8)
     if source_of(case) != "ix" or case.policy != "layout":
         return case
     lay = ParallelLayout.parse(case.layout)
@@ -85,6 +108,8 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         # tokens_per_block 32, KV = 0.9 of free memory, GUARANTEED_NO_EVICT (docs/frameworks.md, TRT-LLM table)
         eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=2048, enable_chunked_prefill=False,
                            block_size=32, scheduler="trtllm", enable_prefix_caching=False)
+        if src == "srt":  # sa-bench: 10 x C prompts, lengths in [0.8 L, L]; fp8 KV (the recipes' kv_cache_config)
+            return Harness(src, eng, "fp8", 10, 0.8, hbm_gb)
         return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
     if case.backend == "sglang":
         # SGLang 0.5.1.post1 defaults: chunked_prefill_size 8192 on H100, page_size 1, prefill first without

@@ -3,6 +3,12 @@
     --policy-arg prefill=2x(tp=2) --policy-arg decode=1x(tp=4)      (N x instance layout; ';' or ','
     inside the parentheses: 1x(tp=2;pp=2)); in --compare: disagg:prefill=2x(tp=2),decode=1x(tp=4)
 
+Per-pool engine limits (each instance's, under attention DP each DP rank's, as TRT-LLM's max_batch_size
+and SGLang's max-running-requests are; default: the run's --max-num-seqs / --max-num-batched-tokens):
+    --policy-arg decode_max_seqs=16 --policy-arg prefill_max_seqs=2 --policy-arg prefill_max_tokens=2048
+A full decode pool holds requests (their first token waits, prefill backs up behind them): Dynamo's
+disaggregated deployments size decode's max batch below the client count on purpose.
+
 Defaults (perfmodel.disagg.default_pools): half the GPUs prefill, the rest decode, each half laid out as
 `--policy dp` would (one TP instance where it holds one replica); one pool given, the other takes the
 GPUs left. Engines: prefill instances first (plain Engines over perfmodel StepTables, each request capped
@@ -20,7 +26,7 @@ from simulator.policies.base import EnginePlan, parse_args
 from .coordinator import Coordinator
 from .decode import DecodeEngine
 
-ARGS = {"prefill": str, "decode": str}
+ARGS = {"prefill": str, "decode": str, "prefill_max_seqs": int, "prefill_max_tokens": int, "decode_max_seqs": int}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +51,10 @@ class DisaggPlan(EnginePlan):
     front: object = None
 
 
-def _prefill_maker(coord: Coordinator, i: int, layout):
+def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens: int | None):
     def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
+        # the cluster passes budget x pp (a PP engine keeps pp batches in flight); engine_limits multiplies by pp
+        budget, max_seqs = tokens or budget // layout.pp, seqs or max_seqs
         from simulator.cluster.simulate import engine_limits  # (the cluster imports the policies)
         from simulator.engine.loop import Engine
         from simulator.engine.ratio import NewTokenRatio
@@ -60,9 +68,9 @@ def _prefill_maker(coord: Coordinator, i: int, layout):
     return make
 
 
-def _decode_maker(coord: Coordinator, j: int):
+def _decode_maker(coord: Coordinator, j: int, seqs: int | None):
     def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
-        e = DecodeEngine(env, index, runner.tables["decode"], max_seqs, kv_capacity_tokens, ec.block_size, recs,
+        e = DecodeEngine(env, index, runner.tables["decode"], seqs or max_seqs, kv_capacity_tokens, ec.block_size, recs,
                          steps, finished, ec.fast_forward)
         coord.attach_decode(j, e)
         return e
@@ -70,16 +78,21 @@ def _decode_maker(coord: Coordinator, j: int):
 
 
 def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list:
-    """Prefill and decode pools over `gpus` GPUs. Arguments: prefill, decode (N x (layout); defaults above)."""
+    """Prefill and decode pools over `gpus` GPUs. Arguments: prefill, decode (N x (layout); defaults above),
+    and the per-pool limits above."""
     a = parse_args(policy_args, ARGS)
+    for k in ("prefill_max_seqs", "prefill_max_tokens", "decode_max_seqs"):
+        if k in a and a[k] < 1:
+            raise ValueError(f"policy argument {k}={a[k]} must be >= 1")
     p, d, pg, dg = disagg.pools_from_args(spec, hw, gpus, fw, a.get("prefill"), a.get("decode"))
     label = f"prefill {p} / decode {d}"
-    note = "" if a else (f"disagg: default pools {label} (half the GPUs each, laid out as --policy dp); "
+    note = "" if "prefill" in a or "decode" in a else (f"disagg: default pools {label} (half the GPUs each, laid out as --policy dp); "
                          "--policy-arg prefill=Nx(...) / decode=Nx(...) set them")
     coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg)
     cap_p, cap_d = (memory.plan(spec, lay, hw, fw).kv_capacity_tokens for lay in (p.layout, d.layout))
     plans = [DisaggPlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
-                        engine_cls=_prefill_maker(coord, i, p.layout), front=coord) for i, ids in enumerate(pg)]
+                        engine_cls=_prefill_maker(coord, i, p.layout, a.get("prefill_max_seqs"),
+                                                 a.get("prefill_max_tokens")), front=coord) for i, ids in enumerate(pg)]
     plans += [DisaggPlan({"decode": PoolMode(d.layout, label)}, lambda t: "decode", cap_d, ids, note,
-                         engine_cls=_decode_maker(coord, j), front=coord) for j, ids in enumerate(dg)]
+                         engine_cls=_decode_maker(coord, j, a.get("decode_max_seqs")), front=coord) for j, ids in enumerate(dg)]
     return plans

@@ -1,0 +1,93 @@
+"""The disaggregated DeepSeek-R1 deployments behind the H100 TRT-LLM disagg rows, as their recipes launched them.
+
+The rows' own columns do not describe what ran. Their concurrencies (6, 9, 30, ..., 1845, 4916) are exactly
+InferenceX's `dsr1-fp8-h100-dynamo-trt` search space (configs/nvidia-master.yaml and
+configs/deprecated/nvidia-1k1k-master.yaml @ SemiAnalysisAI/InferenceX 00942911), each concurrency one
+NVIDIA srt-slurm recipe (branch sa-submission-q2-2026 @ deb1dfd9, recipes/trtllm/h100-fp8/<isl>/<stp|mtp>/),
+where the columns say one 16-GPU prefill and one 16-GPU decode worker without attention DP. What the
+recipes set (each file's `resources` and `trtllm_config`, Dynamo 0.8.1.post3):
+  prefill ("ctx"): N workers of TP16 + EP16 with attention DP (16 DP ranks), per rank max_batch_size 2 and
+      max_num_tokens 2048 (1k input) or 1 and 8224 (8k input);
+  decode ("gen"): M workers of TEP16 (TP16 attention, EP16 MoE) or DEP16 (attention DP 16 + EP16), each
+      (DEP: each DP rank) with max_batch_size B;
+  the benchmark: sa-bench (vLLM's benchmark_serving.py: --random-range-ratio 0.8, 10 x C prompts after a
+      2 x C warm-up run; src/srtctl/benchmarks/sa_bench.py lines 99-104) at C ~ 1.2 x the decode slots,
+      so requests wait for a decode slot and that wait is in their TTFT (the rows show it: TTFT ~ the
+      slots' turnover, f(C) x osl x TPOT with the same f for 1k and 8k prompts).
+Some recipes run MTP speculative decoding (`speculative_config: MTP`, 1-3 draft layers), which the
+simulator does not model: a concurrency only an MTP recipe ran is skipped with that reason. Where both an
+MTP and a plain recipe ran at one concurrency, the dataset holds two rows with identical columns and the
+replay cannot tell them apart: both are replayed as the plain recipe (docs/fidelity.md counts the twins).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """One srt-slurm recipe's deployment: workers, their layouts and per-rank engine limits."""
+
+    name: str  # the recipe file's stem
+    ctx_workers: int
+    ctx_max_batch: int  # per attention-DP rank
+    ctx_max_tokens: int
+    gen_workers: int
+    gen_attention_dp: bool  # DEP16 (16 DP ranks, each max_batch_size) or TEP16 (one engine)
+    gen_max_batch: int
+    mtp: int = 0  # MTP draft layers (0: none)
+
+    @property
+    def prefill_pool(self) -> str:
+        return f"{self.ctx_workers}x(dp=16,tp=1,ep=16)"
+
+    @property
+    def decode_pool(self) -> str:
+        return f"{self.gen_workers}x(" + ("dp=16,tp=1,ep=16" if self.gen_attention_dp else "tp=16,ep=16") + ")"
+
+    @property
+    def gpus(self) -> int:
+        return 16 * (self.ctx_workers + self.gen_workers)
+
+
+def _r(ctx: int, gen: int, dep: bool, batch: int, mtp: int, isl: int) -> Recipe:
+    kind = "dep16" if dep else "tep16"
+    name = f"ctx{ctx}_gen{gen}_{kind}_batch{batch}_eplb0_mtp{mtp}"
+    ctx_batch, ctx_tokens = (2, 2048) if isl == 1024 else (1, 8224)
+    return Recipe(name, ctx, ctx_batch, ctx_tokens, gen, dep, batch, mtp)
+
+
+# (isl, osl, concurrency) -> the recipes InferenceX ran there (plain first)
+TRTLLM_DSR1_H100: dict = {}
+for _isl, _rows in (
+    (1024, [(6, 1, 3, False, 1, 0), (9, 1, 3, False, 2, 0), (30, 1, 3, False, 8, 0), (60, 1, 3, False, 16, 0),
+            (231, 1, 3, True, 4, 0), (462, 1, 3, True, 8, 0), (924, 1, 3, True, 16, 0), (1845, 1, 3, True, 32, 0),
+            (4916, 2, 1, True, 256, 0),
+            (6, 1, 3, False, 1, 3), (9, 1, 3, False, 2, 3), (30, 1, 3, False, 8, 3), (60, 1, 3, False, 16, 3),
+            (117, 1, 3, False, 32, 3), (231, 1, 3, True, 4, 3), (462, 1, 3, False, 128, 3),
+            (615, 1, 1, True, 32, 2), (1229, 1, 1, True, 64, 1)]),
+    (8192, [(6, 1, 3, False, 1, 0), (9, 1, 3, False, 2, 0), (30, 1, 3, False, 8, 0), (154, 1, 2, False, 64, 0),
+            (308, 2, 1, True, 16, 0),
+            (6, 1, 3, False, 1, 3), (9, 1, 3, False, 2, 3), (30, 1, 3, False, 8, 3), (77, 1, 1, True, 4, 3),
+            (154, 2, 1, True, 8, 3)]),
+):
+    for _c, _ctx, _gen, _dep, _b, _mtp in _rows:
+        TRTLLM_DSR1_H100.setdefault((_isl, 1024, _c), []).append(_r(_ctx, _gen, _dep, _b, _mtp, _isl))
+
+
+class NotModelled(ValueError):
+    """The row's deployment uses something the simulator does not model (validate skips it, with this reason)."""
+
+
+def trtllm_dsr1_recipe(isl: int, osl: int, concurrency: int) -> Recipe | None:
+    """The recipe a TRT-LLM DeepSeek disagg row on H100 ran (None: not one of InferenceX's); NotModelled
+    when only an MTP recipe ran at that concurrency."""
+    got = TRTLLM_DSR1_H100.get((isl, osl, concurrency))
+    if not got:
+        return None
+    plain = [r for r in got if r.mtp == 0]
+    if not plain:
+        r = got[0]
+        raise NotModelled(f"speculative decoding: recipe {r.name} runs MTP with {r.mtp} draft layer(s), "
+                          "which the simulator does not model")
+    return plain[0]
