@@ -42,6 +42,7 @@ _SIDP = "perfmodel/sidp.py (SiDPConfig)"
 _SIDP_POLICY = "simulator/policies/sidp/policy.py"
 _SEESAW = "simulator/policies/seesaw/policy.py"
 _DISAGG = "perfmodel/disagg.py (default_pools, pools_from_args)"
+_DISAGG_POLICY = "simulator/policies/disagg/policy.py (ARGS)"
 
 STATIC_ABOUT = {
     "dp": "data parallel: one replica per smallest TP that holds the model, over all GPUs",
@@ -128,6 +129,14 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              "prefill pool: N x (instance layout), e.g. 2x(tp=2) or 1x(tp=2;pp=2)", _DISAGG),
         Knob("decode", "str", "the other half, laid out the same way; the GPUs left when only prefill is given",
              "decode pool: N x (instance layout), e.g. 1x(tp=4)", _DISAGG),
+        Knob("decode_max_seqs", "int", "the run's --max-num-seqs",
+             "requests one decode instance (under attention DP: one DP rank) runs at once; a full pool holds "
+             "requests, their first token waiting (TRT-LLM max_batch_size, SGLang max-running-requests)",
+             _DISAGG_POLICY),
+        Knob("prefill_max_seqs", "int", "the run's --max-num-seqs",
+             "requests one prefill instance (DP rank) batches in a step", _DISAGG_POLICY),
+        Knob("prefill_max_tokens", "int", "the run's --max-num-batched-tokens",
+             "tokens one prefill instance (DP rank) runs in a step", _DISAGG_POLICY),
     ),
 }
 

@@ -1,0 +1,92 @@
+"""Per-pool engine limits of --policy disagg and the srt-slurm recipes behind the TRT-LLM DeepSeek disagg rows."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from simulator import run
+from simulator.engine.config import EngineConfig
+from simulator.run import RunSpec
+from simulator.validate.harness import as_launched, harness, source_of
+from simulator.validate.recipes import TRTLLM_DSR1_H100, NotModelled, trtllm_dsr1_recipe
+from simulator.validate.rows import Case
+from simulator.workload.workload import make_workload
+
+SMALL = dict(model="llama-3.1-8b", hardware="h100", weights="bf16", profile="none")
+POOLS = (("prefill", "1x(tp=1)"), ("decode", "3x(tp=1)"))
+
+
+def _run(n, extra=(), **kw):
+    wl = make_workload({"arrival_s": np.zeros(n), "input_tokens": np.full(n, 256), "output_tokens": np.full(n, 64)},
+                       source="disagg-limits")
+    return run(wl, RunSpec(policy="disagg", gpus=4, policy_args=POOLS + tuple(extra), **SMALL, **kw)).requests
+
+
+def test_a_full_decode_pool_holds_the_first_token():
+    """Hand-worked: 6 requests at t=0, 3 decode instances of max 1 request each. Requests 4-6 get their
+    first token only once one of requests 1-3 finished (its slot frees), so after the earliest finish;
+    without the limit all six first tokens precede every finish."""
+    r = _run(6, (("decode_max_seqs", "1"),))
+    assert (r["status"] == "completed").all()
+    first = np.sort(r["first_token_s"].to_numpy())
+    finish = np.sort(r["finish_s"].to_numpy())
+    assert first[2] < finish[0] <= first[3]  # the 4th first token waits for the 1st finish
+    assert r.groupby("engine").size().tolist() == [2, 2, 2]
+    free = _run(6)
+    assert free["first_token_s"].max() < free["finish_s"].min()
+    # the wait is in TTFT, not TPOT: per-token time is that of a batch of one either way
+    assert r["ttft_ms"].mean() > 5 * free["ttft_ms"].mean()
+
+
+def test_prefill_limits_cap_each_prefill_step():
+    """prefill_max_seqs=1: six prompts take six prefill steps of one prompt each (one step of six without it);
+    prefill_max_tokens=300 with chunked prefill off fits one 256-token prompt per step."""
+    def prefill_steps(extra):
+        wl = make_workload({"arrival_s": np.zeros(6), "input_tokens": np.full(6, 256),
+                            "output_tokens": np.full(6, 64)}, source="disagg-limits")
+        eng = EngineConfig(enable_chunked_prefill=False)
+        st = run(wl, RunSpec(policy="disagg", gpus=4, policy_args=POOLS + tuple(extra), engine=eng, **SMALL)).steps
+        return st[st["mode"] == "prefill"]["prefill_seqs"].tolist()
+    assert prefill_steps((("prefill_max_seqs", "1"),)) == [1.0] * 6
+    assert prefill_steps((("prefill_max_tokens", "300"),)) == [1.0] * 6
+    assert prefill_steps(()) == [6.0]
+
+
+@pytest.mark.parametrize("arg", ["decode_max_seqs=0", "prefill_max_tokens=-1", "decode_max_seqs=x"])
+def test_bad_limits_are_one_clear_error(arg):
+    k, v = arg.split("=")
+    with pytest.raises(ValueError, match=k):
+        _run(2, ((k, v),))
+
+
+def _case(isl, conc, model="deepseek-ai/DeepSeek-R1", backend="trtllm"):
+    return Case(0, "row", backend, "0.8.1.post3", model, "h100", "fp8", "prefill 1x(tp=16,ep=16) decode 1x(tp=16,ep=16)",
+                32, isl, 1024, conc, conc, 1000.0, 20.0, "disagg",
+                (("prefill", "1x(tp=16,ep=16)"), ("decode", "1x(tp=16,ep=16)")), 4)
+
+
+def test_recipes_oversubscribe_their_decode_slots():
+    """InferenceX ran each recipe at ~1.2x its decode slots (workers x DP ranks x max_batch_size): the
+    property that puts the slot wait into TTFT. A transcription slip in the table breaks it."""
+    for (isl, osl, conc), recs in TRTLLM_DSR1_H100.items():
+        for r in recs:
+            slots = r.gen_workers * (16 if r.gen_attention_dp else 1) * r.gen_max_batch
+            assert 1.1 <= conc / slots <= 2.0, (isl, conc, r.name)
+            assert r.name.endswith(f"mtp{r.mtp}") and (r.ctx_max_tokens >= isl)
+
+
+def test_rows_are_replayed_as_their_recipe():
+    c = as_launched(_case(1024, 6))
+    args = dict(c.policy_args)
+    assert args["decode"] == "3x(tp=16,ep=16)" and args["decode_max_seqs"] == "1"
+    assert args["prefill"] == "1x(dp=16,tp=1,ep=16)" and args["prefill_max_tokens"] == "2048"
+    assert c.gpus == 64 and c.nodes == 8 and "ctx1_gen3_tep16_batch1_eplb0_mtp0" in c.layout
+    h = harness(_case(1024, 6))
+    assert (source_of(_case(1024, 6)), h.rounds, h.length_ratio, h.kv_dtype) == ("srt", 10, 0.8, "fp8")
+    dep = dict(as_launched(_case(8192, 308)).policy_args)
+    assert dep["decode"] == "1x(dp=16,tp=1,ep=16)" and dep["prefill"] == "2x(dp=16,tp=1,ep=16)"
+    with pytest.raises(NotModelled, match="MTP"):
+        as_launched(_case(1024, 117))  # only an MTP recipe ran at 117
+    for other in (_case(1024, 7), _case(1024, 6, backend="sglang"), dataclasses.replace(_case(1024, 6), hardware="h200")):
+        assert as_launched(other) == other and source_of(other) != "srt"
+    assert trtllm_dsr1_recipe(1024, 1024, 6).mtp == 0  # both ran at 6: the plain one is replayed
