@@ -90,3 +90,12 @@ def test_rows_are_replayed_as_their_recipe():
     for other in (_case(1024, 7), _case(1024, 6, backend="sglang"), dataclasses.replace(_case(1024, 6), hardware="h200")):
         assert as_launched(other) == other and source_of(other) != "srt"
     assert trtllm_dsr1_recipe(1024, 1024, 6).mtp == 0  # both ran at 6: the plain one is replayed
+
+
+def test_sglang_deepseek_mtp_rows_are_skipped_with_the_reason():
+    """SGLang 0.5.8 DeepSeek disagg rows on H100 sit on InferenceX's MTP-only search space of their date."""
+    c = dataclasses.replace(_case(1024, 64), backend="sglang", version="0.5.8", osl=8192)
+    with pytest.raises(NotModelled, match="MTP"):
+        as_launched(c)
+    other = dataclasses.replace(c, version="0.5.6.post2")
+    assert as_launched(other) == other

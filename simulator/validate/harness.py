@@ -24,7 +24,7 @@ import dataclasses
 from perfmodel.layout import ParallelLayout
 from simulator.engine.config import EngineConfig
 
-from .recipes import trtllm_dsr1_recipe
+from .recipes import check_sglang_dsr1, trtllm_dsr1_recipe
 from .rows import Case
 
 # what the driver reports for an H100 SXM 80GB (nvidia-smi: 81559 MiB); engines size memory by it,
@@ -48,8 +48,11 @@ class Harness:
 
 
 def _dsr1_recipe(case: Case):
-    if case.policy != "disagg" or case.backend != "trtllm" or case.hardware != "h100" \
-            or "deepseek" not in case.model.lower():
+    if case.policy != "disagg" or case.hardware != "h100" or "deepseek" not in case.model.lower():
+        return None
+    if case.backend == "sglang":
+        check_sglang_dsr1(case.version, case.isl, case.osl, case.concurrency)
+    if case.backend != "trtllm":
         return None
     return trtllm_dsr1_recipe(case.isl, case.osl, case.concurrency)
 

@@ -14,6 +14,8 @@ recipes set (each file's `resources` and `trtllm_config`, Dynamo 0.8.1.post3):
       2 x C warm-up run; src/srtctl/benchmarks/sa_bench.py lines 99-104) at C ~ 1.2 x the decode slots,
       so requests wait for a decode slot and that wait is in their TTFT (the rows show it: TTFT ~ the
       slots' turnover, f(C) x osl x TPOT with the same f for 1k and 8k prompts).
+The SGLang DeepSeek disagg rows (SGLang 0.5.8, 2026-02-13) are InferenceX's MTP-only search space of that
+day (SGLANG_DSR1_H100_MTP below): skipped for the same reason.
 Some recipes run MTP speculative decoding (`speculative_config: MTP`, 1-3 draft layers), which the
 simulator does not model: a concurrency only an MTP recipe ran is skipped with that reason. Where both an
 MTP and a plain recipe ran at one concurrency, the dataset holds two rows with identical columns and the
@@ -75,8 +77,26 @@ for _isl, _rows in (
         TRTLLM_DSR1_H100.setdefault((_isl, 1024, _c), []).append(_r(_ctx, _gen, _dep, _b, _mtp, _isl))
 
 
+# InferenceX's `dsr1-fp8-h100-dynamo-sglang` search space (image lmsysorg/sglang:v0.5.8-cu130) from commit
+# 78d48618f (2026-02-12 21:10 -0600, "h100: mtp configs sglang") on: only MTP recipes (srt-slurm
+# recipes/h100/<isl>/mtp/h100-fp8-1p2d-max-tp-mtp.yaml and ...-1p1d-max-dep-mtp.yaml), the plain ones commented
+# out. The SGLang 0.5.8 DeepSeek rows are dated 2026-02-13 and sit exactly on it: 1k/8k output up to C=64 (the
+# plain space stopped at 32), two rows per concurrency (max-tp and max-dep), one at 1k/1k and 8k/1k C=128
+# (max-tp only). (isl, osl) -> concurrencies.
+SGLANG_DSR1_H100_MTP = {(1024, 1024): (1, 2, 4, 8, 16, 32, 64, 128), (1024, 8192): (1, 2, 4, 8, 16, 32, 64),
+                        (8192, 1024): (1, 2, 4, 8, 16, 32, 64, 128)}
+
+
 class NotModelled(ValueError):
     """The row's deployment uses something the simulator does not model (validate skips it, with this reason)."""
+
+
+def check_sglang_dsr1(version: str, isl: int, osl: int, concurrency: int) -> None:
+    """NotModelled for an SGLang 0.5.8 DeepSeek disagg row on H100 of InferenceX's MTP search space."""
+    if version == "0.5.8" and concurrency in SGLANG_DSR1_H100_MTP.get((isl, osl), ()):
+        raise NotModelled("speculative decoding: InferenceX ran SGLang 0.5.8 DeepSeek disagg on H100 with MTP "
+                          "recipes only from 2026-02-12 (srt-slurm recipes/h100/*/mtp/), which the simulator "
+                          "does not model")
 
 
 def trtllm_dsr1_recipe(isl: int, osl: int, concurrency: int) -> Recipe | None:
