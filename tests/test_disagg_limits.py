@@ -8,7 +8,7 @@ from simulator import run
 from simulator.engine.config import EngineConfig
 from simulator.run import RunSpec
 from simulator.validate.harness import as_launched, harness, source_of
-from simulator.validate.recipes import TRTLLM_DSR1_H100, NotModelled, trtllm_dsr1_recipe
+from simulator.validate.recipes import TRTLLM_DSR1_H100, trtllm_dsr1_recipe
 from simulator.validate.rows import Case
 from simulator.workload.workload import make_workload
 
@@ -85,17 +85,22 @@ def test_rows_are_replayed_as_their_recipe():
     assert (source_of(_case(1024, 6)), h.rounds, h.length_ratio, h.kv_dtype) == ("srt", 10, 0.8, "fp8")
     dep = dict(as_launched(_case(8192, 308)).policy_args)
     assert dep["decode"] == "1x(dp=16,tp=1,ep=16)" and dep["prefill"] == "2x(dp=16,tp=1,ep=16)"
-    with pytest.raises(NotModelled, match="MTP"):
-        as_launched(_case(1024, 117))  # only an MTP recipe ran at 117
+    mtp = dict(as_launched(_case(1024, 117)).policy_args)  # only an MTP recipe ran at 117
+    assert mtp["decode_mtp"] == "3" and mtp["decode_max_seqs"] == "32" and mtp["decode"] == "3x(tp=16,ep=16)"
     for other in (_case(1024, 7), _case(1024, 6, backend="sglang"), dataclasses.replace(_case(1024, 6), hardware="h200")):
         assert as_launched(other) == other and source_of(other) != "srt"
     assert trtllm_dsr1_recipe(1024, 1024, 6).mtp == 0  # both ran at 6: the plain one is replayed
+    assert "decode_mtp" not in args
 
 
-def test_sglang_deepseek_mtp_rows_are_skipped_with_the_reason():
-    """SGLang 0.5.8 DeepSeek disagg rows on H100 sit on InferenceX's MTP-only search space of their date."""
+def test_sglang_deepseek_rows_replay_the_max_tp_mtp_recipe():
+    """SGLang 0.5.8 DeepSeek disagg rows on H100 sit on InferenceX's MTP-only search space of their date:
+    replayed as its max-tp recipe (EAGLE, 2 draft tokens; 2 decode workers for 1k prompts, 1 for 8k)."""
     c = dataclasses.replace(_case(1024, 64), backend="sglang", version="0.5.8", osl=8192)
-    with pytest.raises(NotModelled, match="MTP"):
-        as_launched(c)
-    other = dataclasses.replace(c, version="0.5.6.post2")
-    assert as_launched(other) == other
+    a = dict(as_launched(c).policy_args)
+    assert (a["prefill"], a["decode"], a["decode_max_seqs"], a["decode_mtp"]) == ("1x(tp=16)", "2x(tp=16)", "64", "2")
+    assert as_launched(c).gpus == 48 and harness(c).kv_dtype == "bf16" and harness(c).rounds == 10
+    long = dict(as_launched(dataclasses.replace(c, isl=8192, osl=1024, concurrency=128)).policy_args)
+    assert long["decode"] == "1x(tp=16)" and long["decode_max_seqs"] == "128"
+    for other in (dataclasses.replace(c, version="0.5.6.post2"), dataclasses.replace(c, concurrency=3)):
+        assert as_launched(other) == other

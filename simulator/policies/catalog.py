@@ -12,6 +12,7 @@ import dataclasses
 
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS, SIDP_B_STAR_CONTEXT_TOKENS, SIDP_HYSTERESIS_DECISIONS
 from perfmodel.sidp import SiDPConfig
+from perfmodel.specdec import MTP_ACCEPTANCE
 from simulator.policies.flying.config import SWITCHING, FlyingConfig
 from simulator.policies.seesaw.policy import REF_INPUT, REF_OUTPUT
 from simulator.policies.sidp.policy import B_STAR_RULES, MODES
@@ -43,6 +44,7 @@ _SIDP_POLICY = "simulator/policies/sidp/policy.py"
 _SEESAW = "simulator/policies/seesaw/policy.py"
 _DISAGG = "perfmodel/disagg.py (default_pools, pools_from_args)"
 _DISAGG_POLICY = "simulator/policies/disagg/policy.py (ARGS)"
+_SPEC_P = MTP_ACCEPTANCE
 
 STATIC_ABOUT = {
     "dp": "data parallel: one replica per smallest TP that holds the model, over all GPUs",
@@ -137,6 +139,12 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              "requests one prefill instance (DP rank) batches in a step", _DISAGG_POLICY),
         Knob("prefill_max_tokens", "int", "the run's --max-num-batched-tokens",
              "tokens one prefill instance (DP rank) runs in a step", _DISAGG_POLICY),
+        Knob("decode_mtp", "int", "none (no speculative decoding)",
+             "draft tokens per decode step (MTP / EAGLE chain): each step costs d draft passes + a verify pass "
+             "of 1 + d tokens per request and emits 1 + p + ... + p^d tokens", "perfmodel/specdec.py"),
+        Knob("mtp_acceptance", "float", _SPEC_P,
+             "probability p that a draft token is accepted once its predecessors were (needs decode_mtp)",
+             "perfmodel/specdec.py (MTP_ACCEPTANCE, fitted: docs/fidelity.md)"),
     ),
 }
 

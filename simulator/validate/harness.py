@@ -24,7 +24,7 @@ import dataclasses
 from perfmodel.layout import ParallelLayout
 from simulator.engine.config import EngineConfig
 
-from .recipes import check_sglang_dsr1, trtllm_dsr1_recipe
+from .recipes import sglang_dsr1_args, trtllm_dsr1_recipe
 from .rows import Case
 
 # what the driver reports for an H100 SXM 80GB (nvidia-smi: 81559 MiB); engines size memory by it,
@@ -47,14 +47,22 @@ class Harness:
     cuda_graph_sizes: tuple | None = None  # captured batch sizes other than the framework's (None: its own)
 
 
-def _dsr1_recipe(case: Case):
+def _dsr1_recipe(case: Case) -> tuple | None:
+    """(policy args, recipe name, GPUs) of an srt-slurm DeepSeek disagg row on H100 (recipes.py), else None."""
     if case.policy != "disagg" or case.hardware != "h100" or "deepseek" not in case.model.lower():
         return None
     if case.backend == "sglang":
-        check_sglang_dsr1(case.version, case.isl, case.osl, case.concurrency)
+        got = sglang_dsr1_args(case.version, case.isl, case.osl, case.concurrency)
+        return got and (got[0], got[1], case.gpus)  # (the columns' pools: 16 + 16 GPUs; decode may be 2 x 16)
     if case.backend != "trtllm":
         return None
-    return trtllm_dsr1_recipe(case.isl, case.osl, case.concurrency)
+    rec = trtllm_dsr1_recipe(case.isl, case.osl, case.concurrency)
+    if rec is None:
+        return None
+    args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
+            ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
+            ("decode_max_seqs", str(rec.gen_max_batch))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
+    return args, rec.name, rec.gpus
 
 
 def source_of(case: Case) -> str:
@@ -78,14 +86,14 @@ def as_launched(case: Case) -> Case:
     1-3%) is replayed as TP=tp with EP inside the TP group.
 
     srt-slurm's TRT-LLM DeepSeek disagg rows: the pools and per-rank limits of the recipe their concurrency
-    ran (recipes.py; recipes.NotModelled for an MTP-only concurrency)."""
-    rec = _dsr1_recipe(case)
-    if rec is not None:
-        args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
-                ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
-                ("decode_max_seqs", str(rec.gen_max_batch)))
-        return dataclasses.replace(case, policy_args=args, layout=f"prefill {rec.prefill_pool} decode {rec.decode_pool}"
-                                   f" (recipe {rec.name})", gpus=rec.gpus, nodes=rec.gpus // 8)  # (HGX nodes of 8)
+    ran, and the SGLang DeepSeek disagg rows the same way (recipes.py)."""
+    got = _dsr1_recipe(case)
+    if got is not None:
+        args, name, _ = got
+        a = dict(args)
+        gpus = 16 * (int(a["prefill"].split("x")[0]) + int(a["decode"].split("x")[0]))
+        return dataclasses.replace(case, policy_args=args, layout=f"prefill {a['prefill']} decode {a['decode']}"
+                                   f" (recipe {name})", gpus=gpus, nodes=gpus // 8)  # (HGX nodes of 8)
     if source_of(case) != "ix" or case.policy != "layout":
         return case
     lay = ParallelLayout.parse(case.layout)
@@ -120,6 +128,8 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         # (server_args.py:374-411: perfmodel.framework.FRAMEWORKS["sglang"])
         eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=max(case.batch_size, 1), block_size=1,
                            scheduler="sglang", schedule_order="prefill-first")
+        if src == "srt":  # sa-bench; the recipes leave kv-cache-dtype at SGLang's "auto" (the model's bf16)
+            return Harness(src, eng, "bf16", 10, 0.8, hbm_gb)
         return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
     if src == "aic":
         # vLLM 0.12.0 under aiconfigurator's benchmark rule set (rule_plugin/benchmark/vllm.rule @ 095f58a5:

@@ -14,12 +14,12 @@ recipes set (each file's `resources` and `trtllm_config`, Dynamo 0.8.1.post3):
       2 x C warm-up run; src/srtctl/benchmarks/sa_bench.py lines 99-104) at C ~ 1.2 x the decode slots,
       so requests wait for a decode slot and that wait is in their TTFT (the rows show it: TTFT ~ the
       slots' turnover, f(C) x osl x TPOT with the same f for 1k and 8k prompts).
+Some recipes run MTP speculative decoding (`speculative_config: MTP`, 1-3 draft tokens per step;
+perfmodel.specdec): a concurrency only an MTP recipe ran replays it with `decode_mtp`. Where both an MTP and
+a plain recipe ran at one concurrency, the dataset holds two rows with identical columns and the replay
+cannot tell them apart: both are replayed as the plain recipe (docs/fidelity.md counts the twins).
 The SGLang DeepSeek disagg rows (SGLang 0.5.8, 2026-02-13) are InferenceX's MTP-only search space of that
-day (SGLANG_DSR1_H100_MTP below): skipped for the same reason.
-Some recipes run MTP speculative decoding (`speculative_config: MTP`, 1-3 draft layers), which the
-simulator does not model: a concurrency only an MTP recipe ran is skipped with that reason. Where both an
-MTP and a plain recipe ran at one concurrency, the dataset holds two rows with identical columns and the
-replay cannot tell them apart: both are replayed as the plain recipe (docs/fidelity.md counts the twins).
+day (SGLANG_DSR1_H100_MTP below), replayed the same way.
 """
 from __future__ import annotations
 
@@ -78,13 +78,29 @@ for _isl, _rows in (
 
 
 # InferenceX's `dsr1-fp8-h100-dynamo-sglang` search space (image lmsysorg/sglang:v0.5.8-cu130) from commit
-# 78d48618f (2026-02-12 21:10 -0600, "h100: mtp configs sglang") on: only MTP recipes (srt-slurm
-# recipes/h100/<isl>/mtp/h100-fp8-1p2d-max-tp-mtp.yaml and ...-1p1d-max-dep-mtp.yaml), the plain ones commented
-# out. The SGLang 0.5.8 DeepSeek rows are dated 2026-02-13 and sit exactly on it: 1k/8k output up to C=64 (the
-# plain space stopped at 32), two rows per concurrency (max-tp and max-dep), one at 1k/1k and 8k/1k C=128
-# (max-tp only). (isl, osl) -> concurrencies.
-SGLANG_DSR1_H100_MTP = {(1024, 1024): (1, 2, 4, 8, 16, 32, 64, 128), (1024, 8192): (1, 2, 4, 8, 16, 32, 64),
-                        (8192, 1024): (1, 2, 4, 8, 16, 32, 64, 128)}
+# 78d48618f (2026-02-12 21:10 -0600, "h100: mtp configs sglang") on: only MTP recipes, the plain ones commented
+# out. The SGLang 0.5.8 DeepSeek rows are dated 2026-02-13 and sit exactly on it (1k/8k output up to C=64,
+# where the plain space stopped at 32; two rows per concurrency, one at C=128). Two recipes ran at each
+# concurrency: "max-tp" (srt-slurm recipes/h100/<isl>/mtp/h100-fp8-1p{2,1}d-max-tp-mtp.yaml, every
+# concurrency) and "max-dep" (...-1p1d-max-dep-mtp.yaml, up to 64); the rows' columns cannot tell them
+# apart, so both twins replay max-tp. Its settings: prefill 1 x TP16 (MoE TP, no EP), max-running-requests 2,
+# chunked-prefill-size 2048; decode N x TP16 with max-running-requests M; EAGLE speculative decoding with
+# speculative-num-steps 2, topk 1 (2 draft tokens); KV cache dtype unset (SGLang "auto": the checkpoint's
+# bf16 activations). (isl, osl) -> (concurrencies, decode workers, decode max-running-requests, recipe)
+SGLANG_DSR1_H100_MTP = {(1024, 1024): ((1, 2, 4, 8, 16, 32, 64, 128), 2, 128, "h100-fp8-1p2d-max-tp-mtp"),
+                        (1024, 8192): ((1, 2, 4, 8, 16, 32, 64), 2, 64, "h100-fp8-1p2d-max-tp-mtp"),
+                        (8192, 1024): ((1, 2, 4, 8, 16, 32, 64, 128), 1, 128, "h100-fp8-1p1d-max-tp-mtp")}
+
+
+def sglang_dsr1_args(version: str, isl: int, osl: int, concurrency: int) -> tuple | None:
+    """(policy args, recipe name) of an SGLang 0.5.8 DeepSeek disagg row on H100 of InferenceX's MTP search
+    space (None: not one of them)."""
+    got = SGLANG_DSR1_H100_MTP.get((isl, osl))
+    if version != "0.5.8" or got is None or concurrency not in got[0]:
+        return None
+    _, workers, running, name = got
+    return ((("prefill", "1x(tp=16)"), ("decode", f"{workers}x(tp=16)"), ("prefill_max_seqs", "2"),
+             ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(running)), ("decode_mtp", "2")), name)
 
 
 class NotModelled(ValueError):
@@ -100,14 +116,9 @@ def check_sglang_dsr1(version: str, isl: int, osl: int, concurrency: int) -> Non
 
 
 def trtllm_dsr1_recipe(isl: int, osl: int, concurrency: int) -> Recipe | None:
-    """The recipe a TRT-LLM DeepSeek disagg row on H100 ran (None: not one of InferenceX's); NotModelled
-    when only an MTP recipe ran at that concurrency."""
+    """The recipe a TRT-LLM DeepSeek disagg row on H100 ran (None: not one of InferenceX's): the MTP one
+    where only it ran, else the plain one."""
     got = TRTLLM_DSR1_H100.get((isl, osl, concurrency))
     if not got:
         return None
-    plain = [r for r in got if r.mtp == 0]
-    if not plain:
-        r = got[0]
-        raise NotModelled(f"speculative decoding: recipe {r.name} runs MTP with {r.mtp} draft layer(s), "
-                          "which the simulator does not model")
-    return plain[0]
+    return got[0]  # the plain recipe where both ran (the table lists it first)

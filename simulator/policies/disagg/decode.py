@@ -8,11 +8,14 @@ so a decode instance never preempts (a preempted request would need its KV sent 
 A delivered request joins the running batch at the next step boundary; every step decodes one token
 for every running request (perfmodel's StepTable decode line: c0 + c1 x keys seconds), advanced in
 closed form until the first completion (simulator.engine.stretch), cut short by a delivery.
+With speculative decoding (`spec`, perfmodel.specdec) a step stands for one emitted token at the per-token
+cost of draft + verify steps (the means are those of whole steps; step rows are T x as many).
 """
 from __future__ import annotations
 
 from collections import deque
 
+from perfmodel.specdec import per_token_affine
 from perfmodel.steptable import decode_stretch_s
 from simulator.engine.stretch import Stretch, sleep_stretch
 
@@ -22,7 +25,7 @@ class DecodeEngine:
     fits) plus reserve / deliver for the Coordinator."""
 
     def __init__(self, env, index, table, max_seqs, capacity_tokens, block_size, recs, steps, on_finish,
-                 fast_forward: bool = True):
+                 fast_forward: bool = True, spec=None, num_layers: int = 1):
         self.env, self.index, self.table, self.recs, self.steps = env, index, table, recs, steps
         self.max_seqs, self.block_size, self.fast_forward = int(max_seqs), int(block_size), fast_forward
         self.num_blocks = int(capacity_tokens) // self.block_size
@@ -36,6 +39,7 @@ class DecodeEngine:
         self._idle = None
         self._stretch = None
         self._mode = steps.mode_code("decode")
+        self.spec, self.num_layers = spec, num_layers  # perfmodel.specdec.SpecDecode or None
         self.proc = env.process(self._loop())
 
     @property
@@ -82,7 +86,8 @@ class DecodeEngine:
             n = len(run)
             keys = float(sum(int(r.input_tokens[q] + r.generated[q]) for q in run))  # first step reads these
             k = int(min(r.output_tokens[q] - r.generated[q] for q in run))  # steps to the first completion
-            c0, c1 = self.table.decode_affine(n)
+            c0, c1 = (per_token_affine(self.table, n, self.spec, self.num_layers) if self.spec is not None
+                      else self.table.decode_affine(n))
             start = env.now
             if k > 1 and self.fast_forward:
                 self._stretch = st = Stretch(start, c0, c1, keys, n, k)

@@ -6,6 +6,9 @@
 Per-pool engine limits (each instance's, under attention DP each DP rank's, as TRT-LLM's max_batch_size
 and SGLang's max-running-requests are; default: the run's --max-num-seqs / --max-num-batched-tokens):
     --policy-arg decode_max_seqs=16 --policy-arg prefill_max_seqs=2 --policy-arg prefill_max_tokens=2048
+Speculative decoding on the decode pool (perfmodel.specdec: MTP / EAGLE draft chain of d tokens, each
+accepted with probability p once its predecessors were; default p: specdec.MTP_ACCEPTANCE, fitted):
+    --policy-arg decode_mtp=3 [--policy-arg mtp_acceptance=0.7]
 A full decode pool holds requests (their first token waits, prefill backs up behind them): Dynamo's
 disaggregated deployments size decode's max batch below the client count on purpose.
 
@@ -20,13 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfmodel import disagg, memory
+from perfmodel import disagg, memory, specdec
 from simulator.policies.base import EnginePlan, parse_args
 
 from .coordinator import Coordinator
 from .decode import DecodeEngine
 
-ARGS = {"prefill": str, "decode": str, "prefill_max_seqs": int, "prefill_max_tokens": int, "decode_max_seqs": int}
+ARGS = {"prefill": str, "decode": str, "prefill_max_seqs": int, "prefill_max_tokens": int, "decode_max_seqs": int,
+        "decode_mtp": int, "mtp_acceptance": float}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +72,10 @@ def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens:
     return make
 
 
-def _decode_maker(coord: Coordinator, j: int, seqs: int | None):
+def _decode_maker(coord: Coordinator, j: int, seqs: int | None, spec_dec):
     def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
         e = DecodeEngine(env, index, runner.tables["decode"], seqs or max_seqs, kv_capacity_tokens, ec.block_size, recs,
-                         steps, finished, ec.fast_forward)
+                         steps, finished, ec.fast_forward, spec_dec, coord.spec.num_layers)
         coord.attach_decode(j, e)
         return e
     return make
@@ -88,11 +92,16 @@ def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
     label = f"prefill {p} / decode {d}"
     note = "" if "prefill" in a or "decode" in a else (f"disagg: default pools {label} (half the GPUs each, laid out as --policy dp); "
                          "--policy-arg prefill=Nx(...) / decode=Nx(...) set them")
+    if "mtp_acceptance" in a and "decode_mtp" not in a:
+        raise ValueError("policy argument mtp_acceptance needs decode_mtp (the draft tokens per step)")
+    spec_dec = (specdec.SpecDecode(a["decode_mtp"], a.get("mtp_acceptance", specdec.MTP_ACCEPTANCE))
+                if "decode_mtp" in a else None)
     coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg)
     cap_p, cap_d = (memory.plan(spec, lay, hw, fw).kv_capacity_tokens for lay in (p.layout, d.layout))
     plans = [DisaggPlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
                         engine_cls=_prefill_maker(coord, i, p.layout, a.get("prefill_max_seqs"),
                                                  a.get("prefill_max_tokens")), front=coord) for i, ids in enumerate(pg)]
     plans += [DisaggPlan({"decode": PoolMode(d.layout, label)}, lambda t: "decode", cap_d, ids, note,
-                         engine_cls=_decode_maker(coord, j, a.get("decode_max_seqs")), front=coord) for j, ids in enumerate(dg)]
+                         engine_cls=_decode_maker(coord, j, a.get("decode_max_seqs"), spec_dec), front=coord)
+              for j, ids in enumerate(dg)]
     return plans
