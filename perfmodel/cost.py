@@ -155,6 +155,8 @@ def _collective_s(c, layout, hw, prof, fw: Framework):
     c = placed(c, layout, hw.gpus_per_node)
     if c.nodes > 1:
         t = spanning_time_s(c, hw, prof)
+        if fw.moe_a2a_call_s and c.where in ("moe_dispatch", "moe_combine"):  # DeepEP normal mode (Framework)
+            t = t + np.where(np.asarray(c.size_bytes) > 0, fw.moe_a2a_call_s, 0.0)
         if c.where.startswith("ulysses"):
             t = t + np.where(np.asarray(c.size_bytes) > 0, fw.eager_op_overhead_s, 0.0)
     elif c.op == "all_reduce":

@@ -67,6 +67,14 @@ class Framework:
     # busiest EP rank's routed rows / the mean (expert-load imbalance, perfmodel/knobs.py); None: the
     # default per EP degree, knobs.moe_ep_imbalance (aiconfigurator's power_law_1.01); 1.0: uniform routing
     moe_imbalance: float | None = None
+    # Seconds added to each MoE dispatch / combine all_to_all whose EP group spans nodes, for engines that
+    # run DeepEP's normal-mode kernels there (TRT-LLM's WIDEEP backend under TRTLLM_FORCE_ALLTOALL_METHOD=
+    # DeepEP, as the srt-slurm DeepSeek recipes set it): in normal mode "the CPU will wait for GPU's signal
+    # to arrive, so this is not compatible with CUDA graph" (deepseek-ai/DeepEP README, the dispatch
+    # example), so each call pays a host round trip and its layer's launches are exposed. 0: the datasheet
+    # hierarchical all_to_all alone (perfmodel.network; DeepEP's low-latency kernels are within it, see
+    # tests/test_multinode_published.py). Fitted value: DEEPEP_NORMAL_CALL_S (simulator/validate/harness.py).
+    moe_a2a_call_s: float = 0.0
 
     def __post_init__(self):
         if self.moe_imbalance is not None and self.moe_imbalance < 1:
@@ -74,7 +82,7 @@ class Framework:
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         for f in ("step_overhead_s", "eager_op_overhead_s", "misc_kernel_floor_s", "reserve_bytes",
-                  "reserve_per_tp_bytes"):
+                  "reserve_per_tp_bytes", "moe_a2a_call_s"):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f}={getattr(self, f)} must be >= 0")
 

@@ -31,6 +31,13 @@ from .rows import Case
 # not by the datasheet's "80 GB" the hardware preset carries
 DRIVER_MIB = {"h100": 81559}
 
+# Seconds per inter-node MoE dispatch / combine under DeepEP's normal-mode kernels (perfmodel.framework.
+# Framework.moe_a2a_call_s), FITTED on the TPOT of the H100 TRT-LLM DeepSeek rows whose only recipe is a
+# plain one decoding on DEP16 workers (C = 924, 1845, 4916 at 1k and 308 at 8k: 8 rows, 4 measurements;
+# `python benchmarks/fit_deepep_call.py` tries 0, 100, 150, 200, 250 us: 29.3%, 11.4%, 8.9%, 4.2%, 12.1%);
+# held out: the MTP recipes on DEP16 and every TTFT (docs/fidelity.md).
+DEEPEP_NORMAL_CALL_S = 200e-6
+
 
 @dataclasses.dataclass(frozen=True)
 class Harness:
@@ -45,6 +52,7 @@ class Harness:
     async_scheduling: bool = False  # vLLM's --async-scheduling (host work overlapped with the GPU step)
     moe_kernel: str = ""  # a non-default fused-MoE kernel family (perfmodel.framework.Framework.moe_kernel)
     cuda_graph_sizes: tuple | None = None  # captured batch sizes other than the framework's (None: its own)
+    moe_a2a_call_s: float | None = None  # DeepEP normal-mode cost per inter-node MoE all_to_all (Framework)
 
 
 def _dsr1_recipe(case: Case) -> tuple | None:
@@ -119,8 +127,9 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         # tokens_per_block 32, KV = 0.9 of free memory, GUARANTEED_NO_EVICT (docs/frameworks.md, TRT-LLM table)
         eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=2048, enable_chunked_prefill=False,
                            block_size=32, scheduler="trtllm", enable_prefix_caching=False)
-        if src == "srt":  # sa-bench: 10 x C prompts, lengths in [0.8 L, L]; fp8 KV (the recipes' kv_cache_config)
-            return Harness(src, eng, "fp8", 10, 0.8, hbm_gb)
+        if src == "srt":  # sa-bench: 10 x C prompts, lengths in [0.8 L, L]; fp8 KV (the recipes' kv_cache_config);
+            # DEP16 workers run DeepEP normal mode (both envs: TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP)
+            return Harness(src, eng, "fp8", 10, 0.8, hbm_gb, moe_a2a_call_s=DEEPEP_NORMAL_CALL_S)
         return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
     if case.backend == "sglang":
         # SGLang 0.5.1.post1 defaults: chunked_prefill_size 8192 on H100, page_size 1, prefill first without

@@ -1,0 +1,61 @@
+"""Fit simulator.validate.harness.DEEPEP_NORMAL_CALL_S (DeepEP normal-mode cost per inter-node MoE all_to_all)
+on the H100 TRT-LLM DeepSeek disagg rows and print the fit.
+
+Fitted on the TPOT of the rows whose concurrency only a plain (no MTP) recipe with DEP16 decode workers ran
+(simulator/validate/recipes.py); the rows of MTP recipes on DEP16 are printed as held out.
+Usage: python benchmarks/fit_deepep_call.py [--measurements CSV] [--jobs N] [--us 0 100 150 200 250]  (~1 min)
+"""
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from simulator.validate import harness as H
+from simulator.validate.recipes import TRTLLM_DSR1_H100
+from simulator.validate.replay import replay
+from simulator.validate.rows import cases, read_measurements
+
+CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "e2e" / "silicon_h100_sxm.csv"
+
+
+def _one(item):
+    case, call_s = item
+    H.DEEPEP_NORMAL_CALL_S = call_s  # (each worker process: the harness reads it per row)
+    r = replay(case)
+    return call_s, case, r.tpot_rel_err, r.ttft_rel_err
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measurements", default=str(CSV))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--us", type=float, nargs="+", default=[0, 100, 150, 200, 250])
+    a = ap.parse_args()
+    found, _ = cases(read_measurements(a.measurements))
+    dep, fit_ids = [], set()
+    for c in found:
+        recs = TRTLLM_DSR1_H100.get((c.isl, c.osl, c.concurrency)) if c.backend == "trtllm" else None
+        if c.policy != "disagg" or not recs or len(recs) > 1:  # (two recipes: which one ran is not known)
+            continue
+        only = recs[0]
+        if only.gen_attention_dp:
+            dep.append(c)
+            if only.mtp == 0:
+                fit_ids.add(c.id)
+    with ProcessPoolExecutor(a.jobs) as ex:
+        out = list(ex.map(_one, [(c, us * 1e-6) for us in a.us for c in dep]))
+    print(f"{len(fit_ids)} fitted rows (plain DEP16 recipes), {len(dep) - len(fit_ids)} held out (MTP on DEP16)")
+    for us in a.us:
+        o = [x for x in out if x[0] == us * 1e-6]
+        fit = [x[2] for x in o if x[1].id in fit_ids]
+        held = [x[2] for x in o if x[1].id not in fit_ids]
+        print(f"{us:5.0f} us: fitted TPOT median |err| {np.median(np.abs(fit)):.1%} (bias {np.median(fit):+.1%}); "
+              f"held out {np.median(np.abs(held)):.1%} (bias {np.median(held):+.1%})")
+    print(f"simulator.validate.harness.DEEPEP_NORMAL_CALL_S = {H.DEEPEP_NORMAL_CALL_S * 1e6:.0f} us")
+
+
+if __name__ == "__main__":
+    main()
