@@ -104,3 +104,23 @@ def test_sglang_deepseek_rows_replay_the_max_tp_mtp_recipe():
     assert long["decode"] == "1x(tp=16)" and long["decode_max_seqs"] == "128"
     for other in (dataclasses.replace(c, version="0.5.6.post2"), dataclasses.replace(c, concurrency=3)):
         assert as_launched(other) == other
+
+
+def test_round_robin_binds_a_request_to_its_worker():
+    """Hand-worked: 2 decode workers of 1 slot, 3 requests at t=0 with outputs 400, 20, 20 tokens. Round
+    robin binds the 3rd to worker 0, behind the 400-token one, though worker 1 is free after 20 tokens;
+    least_loaded gives it worker 1 then. Both end every request."""
+    def third(routing):
+        wl = make_workload({"arrival_s": np.zeros(3), "input_tokens": np.full(3, 128),
+                            "output_tokens": np.array([400, 20, 20])}, source="disagg-routing")
+        r = run(wl, RunSpec(policy="disagg", gpus=3, **SMALL, policy_args=(
+            ("prefill", "1x(tp=1)"), ("decode", "2x(tp=1)"), ("decode_max_seqs", "1"), ("decode_routing", routing))))
+        q = r.requests.sort_values("request_id")
+        assert (q["status"] == "completed").all()
+        return q.iloc[2], q.iloc[0], q.iloc[1]
+    c, a, b = third("round_robin")
+    assert c["engine"] == a["engine"] and c["first_token_s"] >= a["finish_s"]
+    c, a, b = third("least_loaded")
+    assert c["engine"] == b["engine"] and b["finish_s"] <= c["first_token_s"] < a["finish_s"]
+    with pytest.raises(ValueError, match="decode_routing"):
+        third("random")

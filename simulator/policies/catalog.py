@@ -139,6 +139,10 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              "requests one prefill instance (DP rank) batches in a step", _DISAGG_POLICY),
         Knob("prefill_max_tokens", "int", "the run's --max-num-batched-tokens",
              "tokens one prefill instance (DP rank) runs in a step", _DISAGG_POLICY),
+        Knob("decode_routing", "str", "least_loaded",
+             "which decode instance a request waits for: least_loaded (any with room, the ideal router) or "
+             "round_robin (the next decode worker in turn, its FIFO even while another has room: Dynamo's "
+             "default --router-mode)", "simulator/policies/disagg/coordinator.py (ROUTING)"),
         Knob("decode_mtp", "int", "none (no speculative decoding)",
              "draft tokens per decode step (MTP / EAGLE chain): each step costs d draft passes + a verify pass "
              "of 1 + d tokens per request and emits 1 + p + ... + p^d tokens", "perfmodel/specdec.py"),

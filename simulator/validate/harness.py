@@ -55,13 +55,18 @@ class Harness:
     moe_a2a_call_s: float | None = None  # DeepEP normal-mode cost per inter-node MoE all_to_all (Framework)
 
 
+# srt-slurm starts the Dynamo frontend with --http-port alone (src/srtctl/frontends/dynamo.py:77 @ deb1dfd9; the
+# recipes pass no frontend args), so requests go to decode workers by Dynamo's default router, round-robin
+ROUTING = (("decode_routing", "round_robin"),)
+
+
 def _dsr1_recipe(case: Case) -> tuple | None:
     """(policy args, recipe name, GPUs) of an srt-slurm DeepSeek disagg row on H100 (recipes.py), else None."""
     if case.policy != "disagg" or case.hardware != "h100" or "deepseek" not in case.model.lower():
         return None
     if case.backend == "sglang":
         got = sglang_dsr1_args(case.version, case.isl, case.osl, case.concurrency)
-        return got and (got[0], got[1], case.gpus)  # (the columns' pools: 16 + 16 GPUs; decode may be 2 x 16)
+        return got and (got[0] + ROUTING, got[1], case.gpus)  # (the columns' pools: 16 + 16 GPUs; decode may be 2 x 16)
     if case.backend != "trtllm":
         return None
     rec = trtllm_dsr1_recipe(case.isl, case.osl, case.concurrency)
@@ -70,7 +75,7 @@ def _dsr1_recipe(case: Case) -> tuple | None:
     args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
             ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
             ("decode_max_seqs", str(rec.gen_max_batch))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
-    return args, rec.name, rec.gpus
+    return args + ROUTING, rec.name, rec.gpus
 
 
 def source_of(case: Case) -> str:

@@ -1,9 +1,16 @@
 """The disagg Coordinator: the cluster's front door, and the hand-over from prefill to decode.
 
     arrival -> prefill instance (least outstanding tokens) -> prompt + first token (a plain Engine on
-    PrefillView: output capped at 1 token) -> global FIFO for decode KV -> decode instance with room
+    PrefillView: output capped at 1 token) -> FIFO for decode KV -> decode instance with room
     (least outstanding tokens) reserves prompt + output blocks -> KV transfer (perfmodel.disagg; one at a
     time per prefill instance: its ports are the shared link) -> DecodeEngine generates the rest.
+
+Decode routing: "least_loaded" (default): one FIFO for the whole decode pool, each request to any instance
+with room (work-conserving: the ideal router). "round_robin": the request is bound to the next decode worker
+in turn (a worker = one instance, all its attention-DP ranks) when its prefill ends, and waits in that
+worker's FIFO even while another worker has room: the Dynamo frontend's default `--router-mode round-robin`
+(docs.nvidia.com/dynamo, Router Guide, CLI arguments); inside a worker any DP rank with room takes it
+(TRT-LLM's attention-DP scheduler balances new requests over the ranks: executor_request_queue.py).
 
 First token: the prefill samples it; the client sees it when it reaches the decode instance with the KV
 (vLLM's P/D proxy, SGLang's PD router and Dynamo all stream from the decode side), so TTFT = queue +
@@ -26,6 +33,8 @@ import numpy as np
 import simpy
 
 from perfmodel import disagg
+
+ROUTING = ("least_loaded", "round_robin")
 
 
 class PrefillView:
@@ -52,13 +61,20 @@ class PrefillView:
 class Coordinator:
     """Routes requests over the prefill pool, hands them to the decode pool (mutable, one per run)."""
 
-    def __init__(self, spec, hw, prefill_layout, decode_layout, prefill_gpus: list, decode_gpus: list):
+    def __init__(self, spec, hw, prefill_layout, decode_layout, prefill_gpus: list, decode_gpus: list,
+                 routing: str = "least_loaded"):
         self.spec, self.hw, self.p_lay, self.d_lay = spec, hw, prefill_layout, decode_layout
         self.p_gpus, self.d_gpus = prefill_gpus, decode_gpus
         self.prefill: list = [None] * len(prefill_gpus)
         self.decode: list = [None] * len(decode_gpus)
         self.view = None
-        self.queue: deque = deque()  # (pos, prefill instance) waiting for decode KV, FIFO
+        if routing not in ROUTING:
+            raise ValueError(f"decode_routing={routing!r}: one of {', '.join(ROUTING)}")
+        per = max(getattr(decode_layout, "dp", 1), 1)  # engines per decode worker (its DP ranks)
+        n_workers = len(decode_gpus) // per if routing == "round_robin" else 1
+        self.group_of = [j * n_workers // len(decode_gpus) for j in range(len(decode_gpus))]  # decode j -> its FIFO
+        self.queues: list = [deque() for _ in range(n_workers)]  # (pos, prefill instance) waiting for decode KV
+        self.turn = 0  # round_robin: the worker the next request is bound to
         self.parked: dict = {}  # pos -> blocks taken out of its prefill instance until its transfer ends
         self.need: list = [[] for _ in prefill_gpus]  # per prefill instance: max-heap of (-tokens, pos)
         self.done_prefill: set = set()
@@ -85,7 +101,7 @@ class Coordinator:
 
     def attach_decode(self, j: int, e) -> None:
         self.decode[j] = e
-        e.queued = lambda: len(self.queue)
+        e.queued = lambda: sum(len(q) for q in self.queues)
         e.on_finish = self._decoded
 
     # ---- front door ------------------------------------------------------------------------------
@@ -121,19 +137,25 @@ class Coordinator:
         b = min(-(-int(r.input_tokens[pos]) // e.kv.block_size), e.kv.free)
         e.kv.resize(e.kv.num_blocks - b)  # its KV stays until the transfer ends
         self.parked[pos] = b
-        self.queue.append((pos, i))
+        self.queues[self.turn % len(self.queues)].append((pos, i))
+        self.turn += 1
         self._check_hold(i)
         self._admit()
 
     def _admit(self) -> None:
-        """Admit waiting requests, FIFO, each to the decode instance with room and least outstanding tokens."""
-        while self.queue:
-            pos, i = self.queue[0]
-            room = [d for d in self.decode if d.can_reserve(pos)]
+        """Admit waiting requests, FIFO per queue, each to the decode instance of its queue with room and the
+        least outstanding tokens."""
+        for g, queue in enumerate(self.queues):
+            self._admit_from(g, queue)
+
+    def _admit_from(self, g: int, queue: deque) -> None:
+        while queue:
+            pos, i = queue[0]
+            room = [d for j, d in enumerate(self.decode) if self.group_of[j] == g and d.can_reserve(pos)]
             if not room:
                 return
             d = min(room, key=lambda d: (d.outstanding_tokens, d.index))
-            self.queue.popleft()
+            queue.popleft()
             d.reserve(pos)
             self.recs.kv_wait_s[pos] = self.env.now - self.view.finish_s[pos]
             self.env.process(self._transfer(pos, i, d))

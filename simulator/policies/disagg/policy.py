@@ -9,6 +9,8 @@ and SGLang's max-running-requests are; default: the run's --max-num-seqs / --max
 Speculative decoding on the decode pool (perfmodel.specdec: MTP / EAGLE draft chain of d tokens, each
 accepted with probability p once its predecessors were; default p: specdec.MTP_ACCEPTANCE, fitted):
     --policy-arg decode_mtp=3 [--policy-arg mtp_acceptance=0.7]
+Decode routing (coordinator.py): `decode_routing=least_loaded` (default: any decode instance with room) or
+`round_robin` (each request bound to the next decode worker in turn: Dynamo's default router).
 A full decode pool holds requests (their first token waits, prefill backs up behind them): Dynamo's
 disaggregated deployments size decode's max batch below the client count on purpose.
 
@@ -30,7 +32,7 @@ from .coordinator import Coordinator
 from .decode import DecodeEngine
 
 ARGS = {"prefill": str, "decode": str, "prefill_max_seqs": int, "prefill_max_tokens": int, "decode_max_seqs": int,
-        "decode_mtp": int, "mtp_acceptance": float}
+        "decode_mtp": int, "mtp_acceptance": float, "decode_routing": str}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +98,7 @@ def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
         raise ValueError("policy argument mtp_acceptance needs decode_mtp (the draft tokens per step)")
     spec_dec = (specdec.SpecDecode(a["decode_mtp"], a.get("mtp_acceptance", specdec.MTP_ACCEPTANCE))
                 if "decode_mtp" in a else None)
-    coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg)
+    coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg, a.get("decode_routing", "least_loaded"))
     cap_p, cap_d = (memory.plan(spec, lay, hw, fw).kv_capacity_tokens for lay in (p.layout, d.layout))
     plans = [DisaggPlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
                         engine_cls=_prefill_maker(coord, i, p.layout, a.get("prefill_max_seqs"),
