@@ -8,9 +8,9 @@ Two harnesses produced the H100 aggregated rows (docs/frameworks.md says which a
       Benchmark: aiperf (bench_run.sh.j2 @ 095f58a5 lines 79-101), fixed lengths, 20 x C measured
       requests after 2 x C warm-up requests that finish first (aiperf credit_issuing_strategy.py:123-154),
       so the measured phase starts from an idle engine.
-  srt-slurm ("srt"): the TRT-LLM DeepSeek disagg rows, InferenceX's Dynamo runs of NVIDIA srt-slurm recipes
-      (recipes.py: workers, layouts and engine limits as launched); sa-bench = benchmark_serving.py with
-      the InferenceX protocol below.
+  srt-slurm ("srt"): the TRT-LLM and SGLang DeepSeek disagg rows, InferenceX's Dynamo runs of NVIDIA
+      srt-slurm recipes (recipes.py: workers, layouts, engine limits and MTP as launched); sa-bench =
+      benchmark_serving.py with the InferenceX protocol below.
   InferenceX ("ix"): the other vLLM rows. Flags from its H100 scripts; benchmark_serving.py with
       --random-range-ratio 0.8 (input and output lengths uniform in [0.8 L, L]), 10 x C prompts after
       an awaited 2 x C warm-up.
@@ -61,12 +61,12 @@ ROUTING = (("decode_routing", "round_robin"),)
 
 
 def _dsr1_recipe(case: Case) -> tuple | None:
-    """(policy args, recipe name, GPUs) of an srt-slurm DeepSeek disagg row on H100 (recipes.py), else None."""
+    """(policy args, recipe name) of an srt-slurm DeepSeek disagg row on H100 (recipes.py), else None."""
     if case.policy != "disagg" or case.hardware != "h100" or "deepseek" not in case.model.lower():
         return None
     if case.backend == "sglang":
         got = sglang_dsr1_args(case.version, case.isl, case.osl, case.concurrency)
-        return got and (got[0] + ROUTING, got[1], case.gpus)  # (the columns' pools: 16 + 16 GPUs; decode may be 2 x 16)
+        return got and (got[0] + ROUTING, got[1])
     if case.backend != "trtllm":
         return None
     rec = trtllm_dsr1_recipe(case.isl, case.osl, case.concurrency)
@@ -75,7 +75,7 @@ def _dsr1_recipe(case: Case) -> tuple | None:
     args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
             ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
             ("decode_max_seqs", str(rec.gen_max_batch))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
-    return args + ROUTING, rec.name, rec.gpus
+    return args + ROUTING, rec.name
 
 
 def source_of(case: Case) -> str:
@@ -102,8 +102,8 @@ def as_launched(case: Case) -> Case:
     ran, and the SGLang DeepSeek disagg rows the same way (recipes.py)."""
     got = _dsr1_recipe(case)
     if got is not None:
-        args, name, _ = got
-        a = dict(args)
+        args, name = got
+        a = dict(args)  # (every pool of these recipes is N x 16 GPUs)
         gpus = 16 * (int(a["prefill"].split("x")[0]) + int(a["decode"].split("x")[0]))
         return dataclasses.replace(case, policy_args=args, layout=f"prefill {a['prefill']} decode {a['decode']}"
                                    f" (recipe {name})", gpus=gpus, nodes=gpus // 8)  # (HGX nodes of 8)

@@ -47,10 +47,6 @@ class Recipe:
     def decode_pool(self) -> str:
         return f"{self.gen_workers}x(" + ("dp=16,tp=1,ep=16" if self.gen_attention_dp else "tp=16,ep=16") + ")"
 
-    @property
-    def gpus(self) -> int:
-        return 16 * (self.ctx_workers + self.gen_workers)
-
 
 def _r(ctx: int, gen: int, dep: bool, batch: int, mtp: int, isl: int) -> Recipe:
     kind = "dep16" if dep else "tep16"
