@@ -140,3 +140,14 @@ def test_framework_override_replays_rows_under_another_framework(tmp_path, capsy
         got[bool(extra)] = next(r for r in rows if r["group"].startswith("sglang"))
     assert got[True]["ttft_median_rel_err"] != got[False]["ttft_median_rel_err"]
     assert got[True]["group"] == got[False]["group"]  # grouped by the measured backend either way
+
+
+def test_json_has_null_not_nan_for_a_group_without_replayed_rows(tmp_path, capsys):
+    """Regression: a group with no replayed row (here every row skipped) printed NaN, which is not JSON
+    (jq and strict parsers reject it); its errors are null now."""
+    assert main(["validate", "--measurements", str(_csv(tmp_path, rows=[ROWS[2]])), "--format", "json",
+                 "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert rows[0]["group"] == "all" and rows[0]["rows"] == 0 and rows[0]["skipped"] == 1
+    assert rows[0]["ttft_median_abs_rel_err"] is None

@@ -113,8 +113,9 @@ def main(argv) -> int:
         with atomic_path(args.plot) as tmp:
             fig.savefig(tmp, dpi=110, format=os.path.splitext(args.plot)[1].lstrip(".") or "png")
         print(f"plot: {args.plot}", file=sys.stderr)
-    if args.format == "json":
-        print(json.dumps(rows, indent=2))
+    if args.format == "json":  # a group with no replayed row has no error: null, not NaN (not JSON)
+        clean = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in rows]
+        print(json.dumps(clean, indent=2, allow_nan=False))
         return 0
     print(f"{args.measurements}: {len(done)} rows replayed, {len(skipped)} skipped")
     print(report.table(rows))
