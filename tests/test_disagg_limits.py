@@ -124,3 +124,15 @@ def test_round_robin_binds_a_request_to_its_worker():
     assert c["engine"] == b["engine"] and b["finish_s"] <= c["first_token_s"] < a["finish_s"]
     with pytest.raises(ValueError, match="decode_routing"):
         third("random")
+
+
+def test_pp_prefill_pool_budget_is_pp_batches_not_pp_squared():
+    """A pp=2 prefill instance of a 512-token budget keeps 2 batches of 512 in flight, as an aggregated pp=2
+    engine does (a first version of prefill_max_tokens halved it: this guards the budget's path)."""
+    wl = make_workload({"arrival_s": np.zeros(8), "input_tokens": np.full(8, 512), "output_tokens": np.full(8, 4)},
+                       source="disagg-pp")
+    eng = EngineConfig(max_num_batched_tokens=512)
+    st = run(wl, RunSpec(policy="disagg", gpus=3, engine=eng, **SMALL,
+                         policy_args=(("prefill", "1x(tp=1,pp=2)"), ("decode", "1x(tp=1)")))).steps
+    pre = st[st["mode"] == "prefill"]["prefill_tokens"]
+    assert pre.max() == 1024

@@ -59,8 +59,9 @@ class DisaggPlan(EnginePlan):
 
 def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens: int | None):
     def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
-        # the cluster passes budget x pp (a PP engine keeps pp batches in flight); engine_limits multiplies by pp
-        budget, max_seqs = tokens or budget // layout.pp, seqs or max_seqs
+        # (the cluster passes the run's budget as is: a PoolMode is not a layout to it; engine_limits gives a PP
+        # instance pp batches of it in flight, as the aggregated engines have)
+        budget, max_seqs = tokens or budget, seqs or max_seqs
         from simulator.cluster.simulate import engine_limits  # (the cluster imports the policies)
         from simulator.engine.loop import Engine
         from simulator.engine.ratio import NewTokenRatio
