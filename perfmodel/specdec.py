@@ -4,7 +4,8 @@ DeepSeek-V3's MTP module (arXiv 2412.19437 section 2.2) is one transformer block
 and output head; TRT-LLM runs it `num_nextn_predict_layers` times per step (d draft tokens), SGLang as EAGLE
 with `speculative-num-steps` drafts (topk 1: a chain). One decode step of n requests then:
   drafts: d passes of the draft block over n rows, each ~ (1 block + the head) of the target's c0
-      (c0 / num_layers per block; the head costs about one more block at decode),
+      (c0 / num_layers per block; the head costs about one more block at decode), its attention reading
+      one layer's keys,
   verify: the target over n x (1 + d) rows (every weight read once, (1 + d) x the GEMM rows); attention
       reads each request's keys once (decode attention is bound by reading the KV, not by its queries),
   emits on average T(d, p) = 1 + p + ... + p^d tokens per request (a draft counts if it and every draft
@@ -54,6 +55,8 @@ def per_token_affine(table, n: int, sd: SpecDecode, num_layers: int) -> tuple[fl
     verify (module docstring). `table` is the pool's StepTable (decode_affine)."""
     c0_n, c1 = table.decode_affine(n)
     c0_verify, _ = table.decode_affine(n * (1 + sd.draft_tokens))
-    draft = sd.draft_tokens * 2.0 * c0_n / max(num_layers, 1)
+    layers = max(num_layers, 1)
+    draft = sd.draft_tokens * 2.0 * c0_n / layers  # d passes of (one block + the head) over n rows
+    c1_step = c1 * (1.0 + sd.draft_tokens / layers)  # verify reads every layer's keys, each draft one layer's
     t = sd.tokens_per_step
-    return (c0_verify + draft) / t, c1 / t
+    return (c0_verify + draft) / t, c1_step / t
