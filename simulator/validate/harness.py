@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from perfmodel.disagg import parse_pool
 from perfmodel.layout import ParallelLayout
 from simulator.engine.config import EngineConfig
 
@@ -103,8 +104,8 @@ def as_launched(case: Case) -> Case:
     got = _dsr1_recipe(case)
     if got is not None:
         args, name = got
-        a = dict(args)  # (every pool of these recipes is N x 16 GPUs)
-        gpus = 16 * (int(a["prefill"].split("x")[0]) + int(a["decode"].split("x")[0]))
+        a = dict(args)
+        gpus = sum(parse_pool(a[k], k).gpus for k in ("prefill", "decode"))
         return dataclasses.replace(case, policy_args=args, layout=f"prefill {a['prefill']} decode {a['decode']}"
                                    f" (recipe {name})", gpus=gpus, nodes=gpus // 8)  # (HGX nodes of 8)
     if source_of(case) != "ix" or case.policy != "layout":

@@ -99,18 +99,6 @@ def sglang_dsr1_args(version: str, isl: int, osl: int, concurrency: int) -> tupl
              ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(running)), ("decode_mtp", "2")), name)
 
 
-class NotModelled(ValueError):
-    """The row's deployment uses something the simulator does not model (validate skips it, with this reason)."""
-
-
-def check_sglang_dsr1(version: str, isl: int, osl: int, concurrency: int) -> None:
-    """NotModelled for an SGLang 0.5.8 DeepSeek disagg row on H100 of InferenceX's MTP search space."""
-    if version == "0.5.8" and concurrency in SGLANG_DSR1_H100_MTP.get((isl, osl), ()):
-        raise NotModelled("speculative decoding: InferenceX ran SGLang 0.5.8 DeepSeek disagg on H100 with MTP "
-                          "recipes only from 2026-02-12 (srt-slurm recipes/h100/*/mtp/), which the simulator "
-                          "does not model")
-
-
 def trtllm_dsr1_recipe(isl: int, osl: int, concurrency: int) -> Recipe | None:
     """The recipe a TRT-LLM DeepSeek disagg row on H100 ran (None: not one of InferenceX's): the MTP one
     where only it ran, else the plain one."""

@@ -77,8 +77,8 @@ def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens:
 
 def _decode_maker(coord: Coordinator, j: int, seqs: int | None, spec_dec):
     def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
-        e = DecodeEngine(env, index, runner.tables["decode"], seqs or max_seqs, kv_capacity_tokens, ec.block_size, recs,
-                         steps, finished, ec.fast_forward, spec_dec, coord.spec.num_layers)
+        e = DecodeEngine(env, index, runner.tables["decode"], seqs or max_seqs, kv_capacity_tokens, ec.block_size,
+                         recs, steps, finished, ec.fast_forward, spec_dec, coord.spec.num_layers)
         coord.attach_decode(j, e)
         return e
     return make
@@ -93,8 +93,9 @@ def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
             raise ValueError(f"policy argument {k}={a[k]} must be >= 1")
     p, d, pg, dg = disagg.pools_from_args(spec, hw, gpus, fw, a.get("prefill"), a.get("decode"))
     label = f"prefill {p} / decode {d}"
-    note = "" if "prefill" in a or "decode" in a else (f"disagg: default pools {label} (half the GPUs each, laid out as --policy dp); "
-                         "--policy-arg prefill=Nx(...) / decode=Nx(...) set them")
+    note = "" if "prefill" in a or "decode" in a else (
+        f"disagg: default pools {label} (half the GPUs each, laid out as --policy dp); "
+        "--policy-arg prefill=Nx(...) / decode=Nx(...) set them")
     if "mtp_acceptance" in a and "decode_mtp" not in a:
         raise ValueError("policy argument mtp_acceptance needs decode_mtp (the draft tokens per step)")
     spec_dec = (specdec.SpecDecode(a["decode_mtp"], a.get("mtp_acceptance", specdec.MTP_ACCEPTANCE))
