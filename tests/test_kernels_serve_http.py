@@ -49,22 +49,22 @@ ARGS = ["--strategy", "tp", "--nproc", "1", "--model", "tiny", "--layers", "16"]
 REL = {"median_ttft_ms": 0.50, "median_tpot_ms": 0.20}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("serve-http")
-    # in-process runs before and after the served one (A B A): the VM's drift between runs falls on both
-    # sides, and one slow in-process run alone cannot fail the comparison (seen: TPOT 27.3 ms in process
-    # against 21.4 ms replayed, the next in-process runs 19.7-23.9 ms)
-    assert serve_main([*ARGS, "--trace", TRACE, "--out", str(d / "inproc_before")]) == 0
+def _read(d: Path, name: str):
+    return pd.read_parquet(d / name / "requests.parquet"), json.loads((d / name / "summary.json").read_text())
+
+
+def _served_round(d: Path, tag: str) -> float:
+    """Serve the trace over HTTP and replay it (-> replayed{tag}, server{tag}), then run it in process
+    (-> inproc{tag}); the replay's wall time."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "kernels.serve", "--http", str(port), *ARGS, "--out", str(d / "server")]
+    cmd = [sys.executable, "-m", "kernels.serve", "--http", str(port), *ARGS, "--out", str(d / f"server{tag}")]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         wait_healthy(url, proc)
         t = time.perf_counter()
-        rc = replay_main(["--url", url, "--trace", TRACE, "--out", str(d / "replayed")])
+        rc = replay_main(["--url", url, "--trace", TRACE, "--out", str(d / f"replayed{tag}")])
         t_replay = time.perf_counter() - t
         proc.send_signal(signal.SIGTERM)  # rank 0 finishes, the launcher writes --out
         out, err = proc.communicate(timeout=60)
@@ -73,10 +73,30 @@ def runs(tmp_path_factory):
             proc.kill()
             proc.communicate()
     assert rc == 0 and proc.returncode == 0, err.decode()[-2000:]
-    assert serve_main([*ARGS, "--trace", TRACE, "--out", str(d / "inproc")]) == 0
-    read = lambda name: (pd.read_parquet(d / name / "requests.parquet"),  # noqa: E731
-                         json.loads((d / name / "summary.json").read_text()))
-    return {k: read(k) for k in ("replayed", "inproc", "inproc_before", "server")} | {"t_replay": t_replay}
+    assert serve_main([*ARGS, "--trace", TRACE, "--out", str(d / f"inproc{tag}")]) == 0
+    return t_replay
+
+
+def _medians_close(rep: dict, before: dict, after: dict) -> bool:
+    return all(min(abs(rep[k] - m[k]) / m[k] for m in (before, after) if m[k] > 0) <= rel for k, rel in REL.items())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("serve-http")
+    # in-process runs before and after the served one (A B A): the VM's drift between runs falls on both
+    # sides, and one slow in-process run alone cannot fail the comparison (seen: TPOT 27.3 ms in process
+    # against 21.4 ms replayed, the next in-process runs 19.7-23.9 ms). A round whose medians fall outside
+    # REL is served once more (B A again, against the in-process runs around it): a slow phase of the shared
+    # VM during one served run (seen once in six fresh-clone CI runs: TPOT 33.1 ms replayed, 21.2 / 22.0 ms
+    # in process before / after) passes on the second round, a slower HTTP path fails both.
+    assert serve_main([*ARGS, "--trace", TRACE, "--out", str(d / "inproc_before")]) == 0
+    tag, t_replay = "", _served_round(d, "")
+    if not _medians_close(_read(d, "replayed")[1], _read(d, "inproc_before")[1], _read(d, "inproc")[1]):
+        tag, t_replay = "_again", _served_round(d, "_again")
+    before = "inproc" if tag else "inproc_before"
+    return {"replayed": _read(d, f"replayed{tag}"), "inproc": _read(d, f"inproc{tag}"),
+            "inproc_before": _read(d, before), "server": _read(d, f"server{tag}"), "t_replay": t_replay}
 
 
 @pytest.mark.slow  # an in-process run, a server start (~5 s), 3 s of trace over HTTP, an in-process run: ~30 s
