@@ -19,7 +19,7 @@ from simulator.workload import TraceError
 from simulator.workload.cli import DefaultsHelpFormatter
 
 from . import report
-from .replay import replay
+from .twins import assign, replay_choices
 from .rows import Skip, cases, read_measurements
 
 
@@ -49,7 +49,7 @@ def _one(item):
     """Replay one (case, framework); a Skip when the model or layout cannot run (reason kept)."""
     case, framework = item
     try:
-        return replay(case, framework=framework)
+        return replay_choices(case, framework=framework)
     except (LayoutError, ValueError) as e:
         return Skip(case.row, case.id, case.backend, case.model, f"{type(e).__name__}: {e}")
 
@@ -60,7 +60,12 @@ def _quiet_worker() -> None:
 
 
 def run_rows(found, jobs: int, progress=None, framework: str | None = None) -> list:
-    """Replayed or Skip per case, in order (processes when jobs > 1)."""
+    """Replayed or Skip per case, in order (processes when jobs > 1); twin rows carry the recipe their rank
+    gives them (twins.py)."""
+    return assign(_run(found, jobs, progress, framework))[0]
+
+
+def _run(found, jobs: int, progress, framework) -> list:
     found = [(c, framework) for c in found]
     if jobs <= 1 or len(found) < 2:
         out = []
@@ -119,6 +124,11 @@ def main(argv) -> int:
         return 0
     print(f"{args.measurements}: {len(done)} rows replayed, {len(skipped)} skipped")
     print(report.table(rows))
+    twins = [r for r in done if r.alternatives]
+    if twins:  # rows whose concurrency ran two recipes (twins.py): how many the rank gave the other recipe
+        moved = sum(r.case.layout != r.alternatives[0].case.layout for r in twins)
+        print(f"twin rows (two recipes at one concurrency, identical columns): {len(twins)}, of which {moved} "
+              f"replay their second recipe by TPOT rank (docs/fidelity.md)")
     reasons: dict = {}
     for s in skipped:
         reasons[s.reason] = reasons.get(s.reason, 0) + 1

@@ -25,7 +25,7 @@ from perfmodel.disagg import parse_pool
 from perfmodel.layout import ParallelLayout
 from simulator.engine.config import EngineConfig
 
-from .recipes import sglang_dsr1_args, trtllm_dsr1_recipe
+from .recipes import sglang_dsr1_choices, trtllm_dsr1_recipes
 from .rows import Case
 
 # what the driver reports for an H100 SXM 80GB (nvidia-smi: 81559 MiB); engines size memory by it,
@@ -61,33 +61,34 @@ class Harness:
 ROUTING = (("decode_routing", "round_robin"),)
 
 
-def _dsr1_recipe(case: Case) -> tuple | None:
-    """(policy args, recipe name) of an srt-slurm DeepSeek disagg row on H100 (recipes.py), else None."""
+def dsr1_choices(case: Case) -> list:
+    """[(policy args, recipe name), ...]: the srt-slurm recipes InferenceX ran at a DeepSeek disagg row's
+    concurrency on H100 (recipes.py; the first is the one a lone measurement replays), else []."""
     if case.policy != "disagg" or case.hardware != "h100" or "deepseek" not in case.model.lower():
-        return None
+        return []
     if case.backend == "sglang":
-        got = sglang_dsr1_args(case.version, case.isl, case.osl, case.concurrency)
-        return got and (got[0] + ROUTING, got[1])
+        return [(args + ROUTING, name) for args, name in sglang_dsr1_choices(case.version, case.isl, case.osl,
+                                                                             case.concurrency)]
     if case.backend != "trtllm":
-        return None
-    rec = trtllm_dsr1_recipe(case.isl, case.osl, case.concurrency)
-    if rec is None:
-        return None
-    args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
-            ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
-            ("decode_max_seqs", str(rec.gen_max_batch))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
-    return args + ROUTING, rec.name
+        return []
+    out = []
+    for rec in trtllm_dsr1_recipes(case.isl, case.osl, case.concurrency):
+        args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
+                ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
+                ("decode_max_seqs", str(rec.gen_max_batch))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
+        out.append((args + ROUTING, rec.name))
+    return out
 
 
 def source_of(case: Case) -> str:
-    if _dsr1_recipe(case) is not None:
+    if dsr1_choices(case):
         return "srt"
     if case.backend in ("sglang", "trtllm") or case.version == "0.12.0":
         return "aic"
     return "ix"
 
 
-def as_launched(case: Case) -> Case:
+def as_launched(case: Case, choice: int = 0) -> Case:
     """The row as its benchmark launched it where its columns say otherwise (else the row unchanged).
 
     InferenceX's vLLM rows: the scripts of the rows' dates launch `vllm serve --tensor-parallel-size=$TP`
@@ -100,10 +101,11 @@ def as_launched(case: Case) -> Case:
     1-3%) is replayed as TP=tp with EP inside the TP group.
 
     srt-slurm's TRT-LLM DeepSeek disagg rows: the pools and per-rank limits of the recipe their concurrency
-    ran, and the SGLang DeepSeek disagg rows the same way (recipes.py)."""
-    got = _dsr1_recipe(case)
-    if got is not None:
-        args, name = got
+    ran, and the SGLang DeepSeek disagg rows the same way (recipes.py); `choice` picks among the recipes that
+    ran at that concurrency (dsr1_choices; twins.py gives twin rows their labels back)."""
+    got = dsr1_choices(case)
+    if got:
+        args, name = got[choice]
         a = dict(args)
         gpus = sum(parse_pool(a[k], k).gpus for k in ("prefill", "decode"))
         return dataclasses.replace(case, policy_args=args, layout=f"prefill {a['prefill']} decode {a['decode']}"

@@ -16,8 +16,9 @@ recipes set (each file's `resources` and `trtllm_config`, Dynamo 0.8.1.post3):
       slots' turnover, f(C) x osl x TPOT with the same f for 1k and 8k prompts).
 Some recipes run MTP speculative decoding (`speculative_config: MTP`, 1-3 draft tokens per step;
 perfmodel.specdec): a concurrency only an MTP recipe ran replays it with `decode_mtp`. Where both an MTP and
-a plain recipe ran at one concurrency, the dataset holds two rows with identical columns and the replay
-cannot tell them apart: both are replayed as the plain recipe (docs/fidelity.md counts the twins).
+a plain recipe ran at one concurrency, the dataset holds two rows with identical columns ("twins"): each
+recipe is replayed and the labels are given back by rank (twins.py); a concurrency with one distinct
+measurement replays the first recipe (the plain one).
 The SGLang DeepSeek disagg rows (SGLang 0.5.8, 2026-02-13) are InferenceX's MTP-only search space of that
 day (SGLANG_DSR1_H100_MTP below), replayed the same way.
 """
@@ -79,7 +80,8 @@ for _isl, _rows in (
 # where the plain space stopped at 32; two rows per concurrency, one at C=128). Two recipes ran at each
 # concurrency: "max-tp" (srt-slurm recipes/h100/<isl>/mtp/h100-fp8-1p{2,1}d-max-tp-mtp.yaml, every
 # concurrency) and "max-dep" (...-1p1d-max-dep-mtp.yaml, up to 64); the rows' columns cannot tell them
-# apart, so both twins replay max-tp. Its settings: prefill 1 x TP16 (MoE TP, no EP), max-running-requests 2,
+# apart: both are replayed and twins.py gives the labels back where two distinct measurements exist (a lone
+# measurement replays max-tp). max-tp: prefill 1 x TP16 (MoE TP, no EP), max-running-requests 2,
 # chunked-prefill-size 2048; decode N x TP16 with max-running-requests M; EAGLE speculative decoding with
 # speculative-num-steps 2, topk 1 (2 draft tokens); KV cache dtype unset (SGLang "auto": the checkpoint's
 # bf16 activations). (isl, osl) -> (concurrencies, decode workers, decode max-running-requests, recipe)
@@ -88,15 +90,40 @@ SGLANG_DSR1_H100_MTP = {(1024, 1024): ((1, 2, 4, 8, 16, 32, 64, 128), 2, 128, "h
                         (8192, 1024): ((1, 2, 4, 8, 16, 32, 64, 128), 1, 128, "h100-fp8-1p1d-max-tp-mtp")}
 
 
-def sglang_dsr1_args(version: str, isl: int, osl: int, concurrency: int) -> tuple | None:
-    """(policy args, recipe name) of an SGLang 0.5.8 DeepSeek disagg row on H100 of InferenceX's MTP search
-    space (None: not one of them)."""
+# max-dep (recipes/h100/<isl>/mtp/h100-fp8-1p1d-max-dep-mtp.yaml, concurrencies 1..64 for all three lengths):
+# prefill 1 x TP16 with max-running-requests 4 (chunk 2048); decode 1 x DEP16 (tp 16, dp 16, ep 16, DP
+# attention) with max-running-requests 64, which SGLang 0.5.8 splits over the DP ranks under speculative
+# decoding (model_runner_kv_cache_mixin.py:288: max_running_requests // dp_size = 4 per rank); same EAGLE.
+SGLANG_DSR1_H100_MAX_DEP = ("h100-fp8-1p1d-max-dep-mtp", 64, 4)  # (recipe, last concurrency, per-rank requests)
+
+
+def sglang_dsr1_choices(version: str, isl: int, osl: int, concurrency: int) -> list:
+    """[(policy args, recipe name), ...] of the recipes InferenceX ran at an SGLang 0.5.8 DeepSeek disagg row's
+    concurrency on H100 (max-tp first, then max-dep); [] when the row is not one of them."""
     got = SGLANG_DSR1_H100_MTP.get((isl, osl))
     if version != "0.5.8" or got is None or concurrency not in got[0]:
-        return None
+        return []
     _, workers, running, name = got
-    return ((("prefill", "1x(tp=16)"), ("decode", f"{workers}x(tp=16)"), ("prefill_max_seqs", "2"),
-             ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(running)), ("decode_mtp", "2")), name)
+    out = [((("prefill", "1x(tp=16)"), ("decode", f"{workers}x(tp=16)"), ("prefill_max_seqs", "2"),
+             ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(running)), ("decode_mtp", "2")), name)]
+    dep_name, dep_last, dep_rank = SGLANG_DSR1_H100_MAX_DEP
+    if concurrency <= dep_last:
+        out.append(((("prefill", "1x(tp=16)"), ("decode", "1x(dp=16,tp=1,ep=16)"), ("prefill_max_seqs", "4"),
+                     ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(dep_rank)), ("decode_mtp", "2")),
+                    dep_name))
+    return out
+
+
+def sglang_dsr1_args(version: str, isl: int, osl: int, concurrency: int) -> tuple | None:
+    """The first choice (max-tp) of `sglang_dsr1_choices`, or None."""
+    got = sglang_dsr1_choices(version, isl, osl, concurrency)
+    return got[0] if got else None
+
+
+def trtllm_dsr1_recipes(isl: int, osl: int, concurrency: int) -> list:
+    """The recipes InferenceX ran at a TRT-LLM DeepSeek disagg row's concurrency on H100, plain first
+    ([] when the row is not one of them)."""
+    return list(TRTLLM_DSR1_H100.get((isl, osl, concurrency), ()))
 
 
 def trtllm_dsr1_recipe(isl: int, osl: int, concurrency: int) -> Recipe | None:

@@ -35,6 +35,8 @@ class Replayed:
     preemptions: int
     rejected: int
     kv_capacity_tokens: int
+    # every recipe that ran at a twin row's concurrency, replayed (twins.py assigns one; () elsewhere)
+    alternatives: tuple = ()
 
     @property
     def ttft_rel_err(self) -> float:
@@ -83,11 +85,11 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
                    hbm_gb=h.hbm_gb, **fields)
 
 
-def replay(case: Case, seed: int = 0, framework: str | None = None, **fields) -> Replayed:
+def replay(case: Case, seed: int = 0, framework: str | None = None, choice: int = 0, **fields) -> Replayed:
     """Simulate the row's benchmark; means over the measured requests. `framework`: replay it under
     that framework's scheduler and defaults instead of the row's own. The row is replayed as its
-    benchmark launched it (`as_launched`: the Replayed carries that case)."""
-    case = as_launched(case)
+    benchmark launched it (`as_launched`, recipe `choice`: the Replayed carries that case)."""
+    case = as_launched(case, choice)
     h = harness(case, framework)
     rs = run_spec(case, h, **fields)
     # the harness's non-default MoE kernels, CUDA-graph sizes and DeepEP mode on the framework preset
