@@ -75,6 +75,11 @@ class Framework:
     # hierarchical all_to_all alone (perfmodel.network; DeepEP's low-latency kernels are within it, see
     # tests/test_multinode_published.py). Fitted value: DEEPEP_NORMAL_CALL_S (simulator/validate/harness.py).
     moe_a2a_call_s: float = 0.0
+    # Seconds from a disaggregated request's KV transfer end to its first token leaving the decode worker, on
+    # top of the modelled transfer (handshake, transfer polling, the decode side's first turn): 0 unless a
+    # deployment's measurements fix it. Fitted value for SGLang 0.5.8 PD under Dynamo: SGLANG_PD_HANDOFF_S
+    # (simulator/validate/harness.py; fitted, mechanism not identified: docs/fidelity.md).
+    pd_handoff_s: float = 0.0
 
     def __post_init__(self):
         if self.moe_imbalance is not None and self.moe_imbalance < 1:
@@ -82,7 +87,7 @@ class Framework:
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         for f in ("step_overhead_s", "eager_op_overhead_s", "misc_kernel_floor_s", "reserve_bytes",
-                  "reserve_per_tp_bytes", "moe_a2a_call_s"):
+                  "reserve_per_tp_bytes", "moe_a2a_call_s", "pd_handoff_s"):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f}={getattr(self, f)} must be >= 0")
 

@@ -136,3 +136,23 @@ def test_pp_prefill_pool_budget_is_pp_batches_not_pp_squared():
                          policy_args=(("prefill", "1x(tp=1,pp=2)"), ("decode", "1x(tp=1)")))).steps
     pre = st[st["mode"] == "prefill"]["prefill_tokens"]
     assert pre.max() == 1024
+
+
+def test_pd_handoff_delays_the_first_token_not_the_prefill_link():
+    """Hand-worked: Framework.pd_handoff_s = 50 ms. One request: TTFT and finish move by exactly 50 ms, TPOT
+    not at all. Two requests on one prefill instance: the second's transfer does not wait for the first's
+    handoff (the link is free at the transfer's end), so both first tokens move by the same 50 ms."""
+    from perfmodel.framework import framework_preset
+
+    def go(n, handoff_s):
+        wl = make_workload({"arrival_s": np.zeros(n), "input_tokens": np.full(n, 256),
+                            "output_tokens": np.full(n, 64)}, source="handoff")
+        rs = RunSpec(policy="disagg", gpus=4, policy_args=POOLS, **SMALL)
+        fw = dataclasses.replace(framework_preset(rs.framework, rs.framework_version), pd_handoff_s=handoff_s)
+        return run(wl, rs, framework=fw).requests
+    for n in (1, 2):
+        a, b = go(n, 0.0), go(n, 0.05)
+        assert np.allclose(b["first_token_s"] - a["first_token_s"], 0.05)
+        assert np.allclose(b["finish_s"] - a["finish_s"], 0.05) and np.allclose(b["tpot_ms"], a["tpot_ms"])
+    with pytest.raises(ValueError, match="pd_handoff_s"):
+        dataclasses.replace(framework_preset("vllm", ""), pd_handoff_s=-1.0)

@@ -62,8 +62,9 @@ class Coordinator:
     """Routes requests over the prefill pool, hands them to the decode pool (mutable, one per run)."""
 
     def __init__(self, spec, hw, prefill_layout, decode_layout, prefill_gpus: list, decode_gpus: list,
-                 routing: str = "least_loaded"):
+                 routing: str = "least_loaded", handoff_s: float = 0.0):
         self.spec, self.hw, self.p_lay, self.d_lay = spec, hw, prefill_layout, decode_layout
+        self.handoff_s = handoff_s  # transfer end -> first token at the client (Framework.pd_handoff_s)
         self.p_gpus, self.d_gpus = prefill_gpus, decode_gpus
         self.prefill: list = [None] * len(prefill_gpus)
         self.decode: list = [None] * len(decode_gpus)
@@ -169,10 +170,12 @@ class Coordinator:
             start = self.env.now
             yield self.env.timeout(t)
             self.recs.kv_transfer_s[pos] = self.env.now - start
-            self.recs.first_token_s[pos] = self.env.now  # the client's stream comes from the decode side
         e = self.prefill[i]
         e.kv.resize(e.kv.num_blocks + self.parked.pop(pos))
         self._check_hold(i)
+        if self.handoff_s > 0:  # (the prefill's link and blocks are free already)
+            yield self.env.timeout(self.handoff_s)
+        self.recs.first_token_s[pos] = self.env.now  # the client's stream comes from the decode side
         d.deliver(pos)
 
     def _decoded(self, pos: int) -> None:

@@ -100,7 +100,8 @@ def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
         raise ValueError("policy argument mtp_acceptance needs decode_mtp (the draft tokens per step)")
     spec_dec = (specdec.SpecDecode(a["decode_mtp"], a.get("mtp_acceptance", specdec.MTP_ACCEPTANCE))
                 if "decode_mtp" in a else None)
-    coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg, a.get("decode_routing", "least_loaded"))
+    coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg, a.get("decode_routing", "least_loaded"),
+                        fw.pd_handoff_s)
     cap_p, cap_d = (memory.plan(spec, lay, hw, fw).kv_capacity_tokens for lay in (p.layout, d.layout))
     plans = [DisaggPlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
                         engine_cls=_prefill_maker(coord, i, p.layout, a.get("prefill_max_seqs"),

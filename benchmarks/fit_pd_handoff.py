@@ -1,0 +1,51 @@
+"""Fit simulator.validate.harness.SGLANG_PD_HANDOFF_S (transfer end -> first token, SGLang 0.5.8 PD under Dynamo)
+on the H100 SGLang DeepSeek disagg rows and print the fit.
+
+Fitted on the TTFT of the rows at C=1 that the max-tp recipe ran (an idle deployment: no queue, no decode
+load; twins labelled by simulator/validate/twins.py); every other SGLang DeepSeek row is printed as held out.
+Usage: python benchmarks/fit_pd_handoff.py [--measurements CSV] [--jobs N] [--ms 0 70 100 140 180]  (~2 min)
+"""
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from simulator.validate import harness as H
+from simulator.validate.rows import cases, read_measurements
+from simulator.validate.twins import assign, replay_choices
+
+CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "e2e" / "silicon_h100_sxm.csv"
+
+
+def _one(item):
+    case, handoff_s = item
+    H.SGLANG_PD_HANDOFF_S = handoff_s  # (each worker process: the harness reads it per row)
+    return replay_choices(case)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measurements", default=str(CSV))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--ms", type=float, nargs="+", default=[0, 70, 100, 140, 180])
+    a = ap.parse_args()
+    found, _ = cases(read_measurements(a.measurements))
+    rows = [c for c in found if c.backend == "sglang" and c.policy == "disagg" and H.dsr1_choices(c)]
+    with ProcessPoolExecutor(a.jobs) as ex:
+        out = list(ex.map(_one, [(c, ms * 1e-3) for ms in a.ms for c in rows]))
+    print(f"{len(rows)} SGLang DeepSeek disagg rows; fitted: C=1 under max-tp; held out: the rest")
+    for k, ms in enumerate(a.ms):
+        done, _ = assign(out[k * len(rows):(k + 1) * len(rows)])
+        fit = [r.ttft_rel_err for r in done if r.case.concurrency == 1 and "max-tp" in r.case.layout]
+        held = [r.ttft_rel_err for r in done if not (r.case.concurrency == 1 and "max-tp" in r.case.layout)]
+        print(f"{ms:5.0f} ms: fitted TTFT ({len(fit)} rows) median |err| {np.median(np.abs(fit)):.1%} "
+              f"(bias {np.median(fit):+.1%}); held out ({len(held)}) {np.median(np.abs(held)):.1%} "
+              f"(bias {np.median(held):+.1%})")
+    print(f"simulator.validate.harness.SGLANG_PD_HANDOFF_S = {H.SGLANG_PD_HANDOFF_S * 1e3:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
