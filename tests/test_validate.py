@@ -69,8 +69,11 @@ def test_validate_json_contract_on_a_fixture(tmp_path, capsys):
     first = rows[0]
     assert first["group"] == "all" and first["rows"] == 3 and first["skipped"] == 1
     assert {r["group"] for r in rows[1:]} == {"trtllm Llama-3.1-8B-Instruct h100", "sglang Qwen3-32B h100",
-                                              "vllm Qwen3-32B h100"}
-    assert all(0 <= r["ttft_median_abs_rel_err"] < 10 for r in rows)
+                                              "vllm Qwen3-32B h100", "trtllm Llama-3.1-8B-Instruct gb200"}
+    # a group whose every row was skipped is listed with its count and no error (null, not NaN)
+    gb = next(r for r in rows if r["group"].endswith("gb200"))
+    assert (gb["rows"], gb["skipped"], gb["ttft_median_abs_rel_err"]) == (0, 1, None)
+    assert all(0 <= r["ttft_median_abs_rel_err"] < 10 for r in rows if r["rows"])
 
 
 @pytest.mark.parametrize("bad, needle", [
@@ -151,3 +154,14 @@ def test_json_has_null_not_nan_for_a_group_without_replayed_rows(tmp_path, capsy
     rows = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert rows[0]["group"] == "all" and rows[0]["rows"] == 0 and rows[0]["skipped"] == 1
     assert rows[0]["ttft_median_abs_rel_err"] is None
+
+
+def test_a_disagg_row_without_its_concurrency_is_skipped_with_the_reason():
+    """A disagg row's batch columns are per-worker engine limits, not the benchmark's clients: with
+    silicon_concurrency blank it is skipped (reason kept), not replayed at a guessed concurrency; an agg row
+    falls back to batch_size (the schema's agg concurrency)."""
+    r = dict(zip(DISAGG_COLS.split(","), DISAGG.split(",")))
+    s = case_of(5, {**r, "silicon_concurrency": ""})
+    assert isinstance(s, Skip) and "concurrency is not recorded" in s.reason and s.id == "ds"
+    a = case_of(0, {**dict(zip(COLS.split(","), ROWS[0].split(","))), "silicon_concurrency": ""})
+    assert isinstance(a, Case) and a.concurrency == 8

@@ -51,7 +51,7 @@ def _one(item):
     try:
         return replay_choices(case, framework=framework)
     except (LayoutError, ValueError) as e:
-        return Skip(case.row, case.id, case.backend, case.model, f"{type(e).__name__}: {e}")
+        return Skip(case.row, case.id, case.backend, case.model, f"{type(e).__name__}: {e}", case.group)
 
 
 def _quiet_worker() -> None:

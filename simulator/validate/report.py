@@ -35,15 +35,17 @@ def _stats(group: str, df: pd.DataFrame, skipped: int) -> dict:
 def summary(done: list[Replayed], skipped: list[Skip]) -> list[dict]:
     """[{group: "all", ...}, {group: "<backend> <model> <system>", ...}, ...]: the JSON contract."""
     df = frame(done)
-    sk = pd.Series([f"{s.backend} {s.model.split('/')[-1]}" for s in skipped], dtype=object)
+    sk = pd.Series([s.group for s in skipped], dtype=object)  # (each skip's would-be group)
     out = [_stats("all", df, len(skipped))]
-    if len(df) and df["group"].str.endswith(" disagg").any():  # the two kinds apart (issue 14's targets are
-        dis = df["group"].str.endswith(" disagg")  # over the aggregated rows, issue 18's over the disagg ones)
-        n_dis = sum(1 for s in skipped if "disagg" in s.id)
-        out += [_stats("all aggregated", df[~dis], len(skipped) - n_dis), _stats("all disaggregated", df[dis], n_dis)]
-    for g in sorted(df["group"].unique()) if len(df) else []:
-        prefix = " ".join(g.split(" ")[:2])
-        out.append(_stats(g, df[df["group"] == g], int((sk == prefix).sum())))
+    n_dis = int(sk.str.endswith(" disagg").sum()) if len(sk) else 0
+    if (len(df) and df["group"].str.endswith(" disagg").any()) or n_dis:  # the two kinds apart (issue 14's
+        dis = df["group"].str.endswith(" disagg") if len(df) else pd.Series([], dtype=bool)  # targets are over
+        # the aggregated rows, issue 18's over the disagg ones)
+        out += [_stats("all aggregated", df[~dis] if len(df) else df, len(skipped) - n_dis),
+                _stats("all disaggregated", df[dis] if len(df) else df, n_dis)]
+    groups = set(df["group"]) if len(df) else set()
+    for g in sorted(groups | {g for g in sk if g}):  # a group whose rows were all skipped is listed too
+        out.append(_stats(g, df[df["group"] == g] if len(df) else df, int((sk == g).sum())))
     return out
 
 
@@ -51,7 +53,7 @@ def table(rows: list[dict]) -> str:
     """The summary as an aligned text table (errors in %)."""
     head = ["group", "rows", "skipped", "TTFT |err| med", "p90", "bias", "TPOT |err| med", "p90", "bias"]
     body = [[r["group"], str(r["rows"]), str(r["skipped"])] +
-            [f"{100 * r[k]:.1f}%" for k in KEYS[3:]] for r in rows]
+            [f"{100 * r[k]:.1f}%" if r[k] == r[k] else "-" for k in KEYS[3:]] for r in rows]  # (- : no row)
     widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
                      for r in [head] + body)

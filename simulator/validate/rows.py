@@ -62,6 +62,7 @@ class Skip:
     backend: str
     model: str
     reason: str
+    group: str = ""  # the group its row would have been reported in (Case.group), "" when unknown
 
 
 def _text(v) -> str:
@@ -114,11 +115,13 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     """Row `i` (a dict of the CSV's columns) as a Case, or a Skip saying why it cannot be replayed."""
     rid, backend, model = _text(r.get("id")), _text(r.get("backend")), _text(r.get("model_path"))
 
-    def skip(reason: str) -> Skip:
-        return Skip(i, rid, backend, model, reason)
-
     disagg = _text(r.get("mode")) == "disagg"
     hw = SYSTEMS.get(_text(r.get("system")))
+
+    def skip(reason: str) -> Skip:
+        group = f"{backend} {model.split('/')[-1]} {hw or _text(r.get('system'))}" + (" disagg" if disagg else "")
+        return Skip(i, rid, backend, model, reason, group)
+
     if hw is None:
         return skip(f"system {_text(r.get('system'))!r} has no hardware preset")
     quant = _text(r.get("gemm_quant_mode"))
@@ -134,6 +137,12 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     else:
         layout, gpus = _layout(r)
         batch = _int(r.get("batch_size"))
+    if disagg and not _int(r.get("silicon_concurrency")):
+        # agg rows fall back to batch_size, which the schema defines as the benchmark's concurrency for agg
+        # (README beside the data); a disagg row's batch columns are per-worker engine limits, so a blank
+        # silicon_concurrency leaves the replay without its clients (the 7 Qwen3 disagg rows of the H100 file,
+        # ids "..._c_..."; replayed at decode batch x workers they were 2-3x off in TPOT: docs/fidelity.md)
+        return skip("disaggregated row without silicon_concurrency: the benchmark's concurrency is not recorded")
     conc = _int(r.get("silicon_concurrency")) or batch
     try:
         isl, osl = _int(r.get("isl")), _int(r.get("osl"))
