@@ -167,5 +167,6 @@ def test_fast_forward_same_as_step_by_step():
     wl = load_trace("synthetic:poisson?n=150&rate=30&input=64-4000&output=0-300&seed=5")
     a = run(wl, RunSpec(policy="disagg", gpus=4, **SMALL)).requests
     b = run(wl, RunSpec(policy="disagg", gpus=4, engine=EngineConfig(fast_forward=False), **SMALL)).requests
-    np.testing.assert_array_equal(a["first_token_s"], b["first_token_s"])
+    # (first tokens leave at decode step boundaries, so they carry the same float sums as the finishes)
+    np.testing.assert_allclose(a["first_token_s"], b["first_token_s"], rtol=0, atol=1e-9)
     np.testing.assert_allclose(a["finish_s"], b["finish_s"], rtol=0, atol=1e-9)  # closed-form sums vs step sums

@@ -156,3 +156,23 @@ def test_pd_handoff_delays_the_first_token_not_the_prefill_link():
         assert np.allclose(b["finish_s"] - a["finish_s"], 0.05) and np.allclose(b["tpot_ms"], a["tpot_ms"])
     with pytest.raises(ValueError, match="pd_handoff_s"):
         dataclasses.replace(framework_preset("vllm", ""), pd_handoff_s=-1.0)
+
+
+def test_first_token_leaves_at_the_decode_step_boundary_after_the_kv():
+    """Hand-worked: A (400 tokens out) decodes alone on the one decode instance; B's KV arrives while A's step
+    is in flight. B's first token leaves when the decode loop takes B up: at the end of that step (a decode
+    step boundary), after B's transfer ended and less than one step later; with the decode side idle (A
+    alone) the first token leaves as its KV lands."""
+    wl = make_workload({"arrival_s": np.array([0.0, 0.05]), "input_tokens": np.array([256, 256]),
+                        "output_tokens": np.array([400, 8])}, source="boundary")
+    res = run(wl, RunSpec(policy="disagg", gpus=2, policy_args=(("prefill", "1x(tp=1)"), ("decode", "1x(tp=1)")),
+                          **SMALL))
+    req, st = res.requests, res.steps
+    pre, dec = st[st["engine"] == 0], st[st["engine"] == 1]
+    kv_in = (pre["start_s"] + pre["duration_s"]).to_numpy() + req["kv_transfer_ms"].to_numpy() / 1e3
+    assert req["first_token_s"][0] == pytest.approx(kv_in[0])  # idle decode side: at once
+    ends = (dec["start_s"] + dec["duration_s"]).to_numpy()
+    b = req["first_token_s"][1]
+    assert np.isclose(ends, b).any() and b > kv_in[1]  # a step boundary, after the KV
+    step_s = float(dec["duration_s"].iloc[-1] / dec["steps"].iloc[-1])  # one step of A alone
+    assert b - kv_in[1] < step_s

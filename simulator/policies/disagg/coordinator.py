@@ -13,8 +13,10 @@ worker's FIFO even while another worker has room: the Dynamo frontend's default 
 (TRT-LLM's attention-DP scheduler balances new requests over the ranks: executor_request_queue.py).
 
 First token: the prefill samples it; the client sees it when it reaches the decode instance with the KV
-(vLLM's P/D proxy, SGLang's PD router and Dynamo all stream from the decode side), so TTFT = queue +
-prefill + wait for decode KV + transfer; a request of one output token ends at its prefill.
+(vLLM's P/D proxy, SGLang's PD router and Dynamo all stream from the decode side) and that instance's loop
+takes it up at its next step boundary, so TTFT = queue + prefill + wait for decode KV + transfer (+ the
+framework's pd_handoff_s) + the rest of the decode step in flight; a request of one output token ends at its
+prefill.
 
 Backpressure: from its prefill's end until its transfer ends, a request's prompt KV stays in its
 prefill instance (the engine freed the blocks; the Coordinator takes as many out of the engine's
@@ -175,8 +177,7 @@ class Coordinator:
         self._check_hold(i)
         if self.handoff_s > 0:  # (the prefill's link and blocks are free already)
             yield self.env.timeout(self.handoff_s)
-        self.recs.first_token_s[pos] = self.env.now  # the client's stream comes from the decode side
-        d.deliver(pos)
+        d.deliver(pos)  # the client's stream comes from the decode side: first token at its next step boundary
 
     def _decoded(self, pos: int) -> None:
         self._admit()  # its blocks are free: the next in line may fit

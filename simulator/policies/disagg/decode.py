@@ -5,7 +5,11 @@ Admission (the Coordinator's, at the decode side): a request is admitted when it
 prompt + output tokens, fits the blocks not yet reserved and a max_num_seqs slot is free; the blocks
 are reserved then (before the KV transfer, as vLLM's NIXL connector allocates them before it reads),
 so a decode instance never preempts (a preempted request would need its KV sent or computed again).
-A delivered request joins the running batch at the next step boundary; every step decodes one token
+A delivered request joins the running batch at the next step boundary, and its first token (sampled by the
+prefill, carried with the KV) reaches the client then: the decode side streams it from its scheduler turn,
+which waits for the step in flight (SGLang 0.5.8 disaggregation/decode.py event loop: transfer polling and the
+"prebuilt" batch run between decode steps; TRT-LLM's generation worker answers from its iteration loop); every
+step decodes one token
 for every running request (perfmodel's StepTable decode line: c0 + c1 x keys seconds), advanced in
 closed form until the first completion (simulator.engine.stretch), cut short by a delivery.
 With speculative decoding (`spec`, perfmodel.specdec) a step stands for one emitted token at the per-token
@@ -80,6 +84,8 @@ class DecodeEngine:
                 yield self._idle
                 self._idle = None
                 continue
+            for q in self.waiting:  # the client's first token leaves as the request joins the batch: at the
+                self.recs.first_token_s[q] = env.now  # step boundary after its KV arrived (decode.py docstring)
             self.run.extend(self.waiting)
             self.waiting.clear()
             run = self.run
