@@ -43,7 +43,7 @@ DEEPEP_NORMAL_CALL_S = 200e-6
 # recipes; Framework.pd_handoff_s), FITTED on the TTFT of the 5 SGLang DeepSeek rows at C=1 replayed under the
 # max-tp recipe (an idle deployment: 1k/1k x 2, the 1k/8k max-tp twin, 8k/1k x 2; 211 ms measured at 1k
 # against 65 ms replayed without it; `python benchmarks/fit_pd_handoff.py`: 0, 70, 100, 140, 180 ms -> 69.1%,
-# 36.0%, 21.8%, 2.9%, 16.3%); held out: the other 41 SGLang rows (67.2% -> 34.2%). The mechanism is not
+# 36.0%, 21.8%, 2.9%, 16.3%); held out: the other 41 SGLang rows (66.7% -> 32.1%). The mechanism is not
 # identified (docs/fidelity.md): the modelled KV transfer is ~2 ms and the decode side's first turn a step.
 SGLANG_PD_HANDOFF_S = 0.140
 
