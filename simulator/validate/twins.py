@@ -10,6 +10,8 @@ permutation of the model's own predictions: a wrong cost model still shows as er
 are compared with the measured ones), it cannot hide behind the choice. A concurrency with one distinct
 measurement (the other recipe's result not in the file) replays the first recipe (plain / max-tp), never
 the closer one. Rows duplicated across ingest dates (same measured values) share their measurement's label.
+Labels are given among the rows replayed together: a `--match` subset holding one twin only replays it as
+the first recipe.
 """
 from __future__ import annotations
 
