@@ -176,3 +176,32 @@ def test_first_token_leaves_at_the_decode_step_boundary_after_the_kv():
     assert np.isclose(ends, b).any() and b > kv_in[1]  # a step boundary, after the KV
     step_s = float(dec["duration_s"].iloc[-1] / dec["steps"].iloc[-1])  # one step of A alone
     assert b - kv_in[1] < step_s
+
+
+def test_pool_memory_fractions_follow_each_framework():
+    """decode_memory_fraction / prefill_memory_fraction set one pool's engine memory in its framework's
+    meaning: SGLang's explicit --mem-fraction-static replaces its reserve rule (more KV at 0.9 than the
+    default rule's ~0.78 on an 80 GB GPU at TP16), TRT-LLM's is a fraction of what the weights leave free;
+    bad values are one clear error. The recipes carry theirs (SGLang decode 0.9 / 0.85, prefill 0.6;
+    TRT-LLM ctx 0.6 at 1k and 0.3 at 8k input, gen 0.9)."""
+    from perfmodel import memory
+    from perfmodel.framework import framework_preset
+    from perfmodel.hardware import load_hardware
+    from perfmodel.layout import ParallelLayout
+    from perfmodel.modelspec import load_model
+    from simulator.policies.disagg.policy import pool_framework
+    spec, hw = load_model("deepseek-ai/DeepSeek-R1", weights="fp8", kv="bf16"), load_hardware("h100")
+    lay = ParallelLayout(tp=16)
+    sg = framework_preset("sglang", "0.5.8")
+    cap = {f: memory.plan(spec, lay, hw, pool_framework(sg, f, "decode_memory_fraction")).kv_capacity_tokens
+           for f in (None, 0.6, 0.9)}
+    assert cap[0.6] < cap[None] < cap[0.9]
+    assert pool_framework(sg, 0.9, "x").reserve_bytes == 0.0
+    trt = pool_framework(framework_preset("trtllm", ""), 0.3, "prefill_memory_fraction")
+    assert trt.kv_fraction_of_free and trt.gpu_memory_utilization == 0.3
+    with pytest.raises(ValueError, match="decode_memory_fraction=1.5"):
+        pool_framework(sg, 1.5, "decode_memory_fraction")
+    a = dict(as_launched(_case(8192, 6)).policy_args)
+    assert (a["prefill_memory_fraction"], a["decode_memory_fraction"]) == ("0.3", "0.9")
+    c = dataclasses.replace(_case(1024, 64), backend="sglang", version="0.5.8", osl=8192)
+    assert dict(as_launched(c, 1).policy_args)["decode_memory_fraction"] == "0.85"

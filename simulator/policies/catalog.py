@@ -139,6 +139,12 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              "requests one prefill instance (DP rank) batches in a step", _DISAGG_POLICY),
         Knob("prefill_max_tokens", "int", "the run's --max-num-batched-tokens",
              "tokens one prefill instance (DP rank) runs in a step", _DISAGG_POLICY),
+        Knob("prefill_memory_fraction", "float", "the framework's own rule (--gpu-memory-utilization etc.)",
+             "the prefill pool's engine memory setting in its framework's meaning: vLLM --gpu-memory-utilization, "
+             "SGLang --mem-fraction-static (fractions of the GPU's memory for weights + KV), TRT-LLM "
+             "free_gpu_memory_fraction (of what the weights leave free)", "simulator/policies/disagg/policy.py"),
+        Knob("decode_memory_fraction", "float", "the framework's own rule (--gpu-memory-utilization etc.)",
+             "the decode pool's engine memory setting, as prefill_memory_fraction", "simulator/policies/disagg/policy.py"),
         Knob("decode_routing", "str", "least_loaded",
              "which decode instance a request waits for: least_loaded (any with room, the ideal router) or "
              "round_robin (the next decode worker in turn, its FIFO even while another has room: Dynamo's "

@@ -84,7 +84,8 @@ def dsr1_choices(case: Case) -> list:
     for rec in trtllm_dsr1_recipes(case.isl, case.osl, case.concurrency):
         args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
                 ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
-                ("decode_max_seqs", str(rec.gen_max_batch))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
+                ("decode_max_seqs", str(rec.gen_max_batch)), ("prefill_memory_fraction", str(rec.ctx_kv_fraction)),
+                ("decode_memory_fraction", str(rec.gen_kv_fraction))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
         out.append((args + ROUTING, rec.name))
     return out
 

@@ -39,6 +39,9 @@ class Recipe:
     gen_attention_dp: bool  # DEP16 (16 DP ranks, each max_batch_size) or TEP16 (one engine)
     gen_max_batch: int
     mtp: int = 0  # MTP draft layers (0: none)
+    # kv_cache_config free_gpu_memory_fraction: ctx 0.6 at 1k input, 0.3 at 8k; gen 0.9 in every recipe
+    ctx_kv_fraction: float = 0.6
+    gen_kv_fraction: float = 0.9
 
     @property
     def prefill_pool(self) -> str:
@@ -52,8 +55,8 @@ class Recipe:
 def _r(ctx: int, gen: int, dep: bool, batch: int, mtp: int, isl: int) -> Recipe:
     kind = "dep16" if dep else "tep16"
     name = f"ctx{ctx}_gen{gen}_{kind}_batch{batch}_eplb0_mtp{mtp}"
-    ctx_batch, ctx_tokens = (2, 2048) if isl == 1024 else (1, 8224)
-    return Recipe(name, ctx, ctx_batch, ctx_tokens, gen, dep, batch, mtp)
+    ctx_batch, ctx_tokens, ctx_kv = (2, 2048, 0.6) if isl == 1024 else (1, 8224, 0.3)
+    return Recipe(name, ctx, ctx_batch, ctx_tokens, gen, dep, batch, mtp, ctx_kv)
 
 
 # (isl, osl, concurrency) -> the recipes InferenceX ran there (plain first)
@@ -104,13 +107,15 @@ def sglang_dsr1_choices(version: str, isl: int, osl: int, concurrency: int) -> l
     if version != "0.5.8" or got is None or concurrency not in got[0]:
         return []
     _, workers, running, name = got
+    # mem-fraction-static: prefill 0.6 in both recipes, decode 0.9 (max-tp) / 0.85 (max-dep)
     out = [((("prefill", "1x(tp=16)"), ("decode", f"{workers}x(tp=16)"), ("prefill_max_seqs", "2"),
-             ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(running)), ("decode_mtp", "2")), name)]
+             ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(running)), ("decode_mtp", "2"),
+             ("prefill_memory_fraction", "0.6"), ("decode_memory_fraction", "0.9")), name)]
     dep_name, dep_last, dep_rank = SGLANG_DSR1_H100_MAX_DEP
     if concurrency <= dep_last:
         out.append(((("prefill", "1x(tp=16)"), ("decode", "1x(dp=16,tp=1,ep=16)"), ("prefill_max_seqs", "4"),
-                     ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(dep_rank)), ("decode_mtp", "2")),
-                    dep_name))
+                     ("prefill_max_tokens", "2048"), ("decode_max_seqs", str(dep_rank)), ("decode_mtp", "2"),
+                     ("prefill_memory_fraction", "0.6"), ("decode_memory_fraction", "0.85")), dep_name))
     return out
 
 

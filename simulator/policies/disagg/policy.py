@@ -9,6 +9,8 @@ and SGLang's max-running-requests are; default: the run's --max-num-seqs / --max
 Speculative decoding on the decode pool (perfmodel.specdec: MTP / EAGLE draft chain of d tokens, each
 accepted with probability p once its predecessors were; default p: specdec.MTP_ACCEPTANCE, fitted):
     --policy-arg decode_mtp=3 [--policy-arg mtp_acceptance=0.7]
+Per-pool memory (each pool's engine setting, in its framework's meaning: pool_framework below):
+    --policy-arg prefill_memory_fraction=0.6 --policy-arg decode_memory_fraction=0.9
 Decode routing (coordinator.py): `decode_routing=least_loaded` (default: any decode instance with room) or
 `round_robin` (each request bound to the next decode worker in turn: Dynamo's default router).
 A full decode pool holds requests (their first token waits, prefill backs up behind them): Dynamo's
@@ -32,7 +34,23 @@ from .coordinator import Coordinator
 from .decode import DecodeEngine
 
 ARGS = {"prefill": str, "decode": str, "prefill_max_seqs": int, "prefill_max_tokens": int, "decode_max_seqs": int,
-        "decode_mtp": int, "mtp_acceptance": float, "decode_routing": str}
+        "decode_mtp": int, "mtp_acceptance": float, "decode_routing": str, "prefill_memory_fraction": float,
+        "decode_memory_fraction": float}
+
+
+def pool_framework(fw, fraction: float | None, key: str):
+    """`fw` with one pool's engine memory setting, in its framework's meaning (None: fw unchanged): vLLM's
+    --gpu-memory-utilization and SGLang's --mem-fraction-static are fractions of the GPU's memory for
+    weights + KV (an explicit SGLang fraction replaces its reserve rule: server_args.py sets
+    mem_fraction_static only when none is given), TRT-LLM's free_gpu_memory_fraction a fraction of what
+    the weights leave free (perfmodel.framework.FRAMEWORKS, perfmodel.memory.plan)."""
+    if fraction is None:
+        return fw
+    if not 0 < fraction <= 1:
+        raise ValueError(f"policy argument {key}={fraction} must be in (0, 1]")
+    if fw.name == "sglang":
+        return dataclasses.replace(fw, gpu_memory_utilization=fraction, reserve_bytes=0.0, reserve_per_tp_bytes=0.0)
+    return dataclasses.replace(fw, gpu_memory_utilization=fraction)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +120,8 @@ def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, polic
                 if "decode_mtp" in a else None)
     coord = Coordinator(spec, hw, p.layout, d.layout, pg, dg, a.get("decode_routing", "least_loaded"),
                         fw.pd_handoff_s)
-    cap_p, cap_d = (memory.plan(spec, lay, hw, fw).kv_capacity_tokens for lay in (p.layout, d.layout))
+    cap_p, cap_d = (memory.plan(spec, lay, hw, pool_framework(fw, a.get(k), k)).kv_capacity_tokens
+                    for lay, k in ((p.layout, "prefill_memory_fraction"), (d.layout, "decode_memory_fraction")))
     plans = [DisaggPlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
                         engine_cls=_prefill_maker(coord, i, p.layout, a.get("prefill_max_seqs"),
                                                  a.get("prefill_max_tokens")), front=coord) for i, ids in enumerate(pg)]
