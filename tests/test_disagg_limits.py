@@ -8,7 +8,7 @@ from simulator import run
 from simulator.engine.config import EngineConfig
 from simulator.run import RunSpec
 from simulator.validate.harness import as_launched, harness, source_of
-from simulator.validate.recipes import TRTLLM_DSR1_H100, trtllm_dsr1_recipe
+from simulator.validate.recipes import TRTLLM_DSR1_H100, trtllm_dsr1_recipes
 from simulator.validate.rows import Case
 from simulator.workload.workload import make_workload
 
@@ -89,7 +89,7 @@ def test_rows_are_replayed_as_their_recipe():
     assert mtp["decode_mtp"] == "3" and mtp["decode_max_seqs"] == "32" and mtp["decode"] == "3x(tp=16,ep=16)"
     for other in (_case(1024, 7), _case(1024, 6, backend="sglang"), dataclasses.replace(_case(1024, 6), hardware="h200")):
         assert as_launched(other) == other and source_of(other) != "srt"
-    assert trtllm_dsr1_recipe(1024, 1024, 6).mtp == 0  # both ran at 6: the plain one is replayed
+    assert [r.mtp for r in trtllm_dsr1_recipes(1024, 1024, 6)] == [0, 3]  # both ran at 6: plain first
     assert "decode_mtp" not in args
 
 

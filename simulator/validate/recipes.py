@@ -119,22 +119,7 @@ def sglang_dsr1_choices(version: str, isl: int, osl: int, concurrency: int) -> l
     return out
 
 
-def sglang_dsr1_args(version: str, isl: int, osl: int, concurrency: int) -> tuple | None:
-    """The first choice (max-tp) of `sglang_dsr1_choices`, or None."""
-    got = sglang_dsr1_choices(version, isl, osl, concurrency)
-    return got[0] if got else None
-
-
 def trtllm_dsr1_recipes(isl: int, osl: int, concurrency: int) -> list:
     """The recipes InferenceX ran at a TRT-LLM DeepSeek disagg row's concurrency on H100, plain first
     ([] when the row is not one of them)."""
     return list(TRTLLM_DSR1_H100.get((isl, osl, concurrency), ()))
-
-
-def trtllm_dsr1_recipe(isl: int, osl: int, concurrency: int) -> Recipe | None:
-    """The recipe a TRT-LLM DeepSeek disagg row on H100 ran (None: not one of InferenceX's): the MTP one
-    where only it ran, else the plain one."""
-    got = TRTLLM_DSR1_H100.get((isl, osl, concurrency))
-    if not got:
-        return None
-    return got[0]  # the plain recipe where both ran (the table lists it first)
