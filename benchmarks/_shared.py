@@ -20,3 +20,22 @@ def shared_dir() -> Path | None:
 def azure_conv_trace() -> Path:
     """The Azure 2023 conversation trace's path (it may not exist: callers say "skipped")."""
     return (shared_dir() or REPO.parent / "shared") / AZURE_CONV
+
+
+E2E_H100 = "data/e2e/silicon_h100_sxm.csv"  # relative to ../shared: the measured H100 serving runs
+
+
+def e2e_h100_csv() -> Path:
+    """The measured H100 serving runs' path (it may not exist: the fit scripts' --measurements says where)."""
+    return (shared_dir() or REPO.parent / "shared") / E2E_H100
+
+
+def fit_args(doc: str, sweep: str, values: list, unit: str):
+    """The fit scripts' command line: --measurements, --jobs and the swept constant's values (--<sweep>)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--measurements", default=str(e2e_h100_csv()))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument(f"--{sweep}", type=float, nargs="+", default=values, help=f"values to try ({unit})")
+    return ap.parse_args()

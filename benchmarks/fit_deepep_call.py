@@ -7,18 +7,19 @@ Usage: python benchmarks/fit_deepep_call.py [--measurements CSV] [--jobs N] [--u
 """
 from __future__ import annotations
 
-import argparse
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from simulator.validate import harness as H
-from simulator.validate.recipes import TRTLLM_DSR1_H100
-from simulator.validate.replay import replay
-from simulator.validate.rows import cases, read_measurements
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "e2e" / "silicon_h100_sxm.csv"
+from benchmarks._shared import fit_args  # noqa: E402
+from simulator.validate import harness as H  # noqa: E402
+from simulator.validate.recipes import TRTLLM_DSR1_H100  # noqa: E402
+from simulator.validate.replay import replay  # noqa: E402
+from simulator.validate.rows import cases, read_measurements  # noqa: E402
 
 
 def _one(item):
@@ -29,11 +30,7 @@ def _one(item):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--measurements", default=str(CSV))
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--us", type=float, nargs="+", default=[0, 100, 150, 200, 250])
-    a = ap.parse_args()
+    a = fit_args(__doc__, "us", [0, 100, 150, 200, 250], "microseconds per call")
     found, _ = cases(read_measurements(a.measurements))
     dep, fit_ids = [], set()
     for c in found:

@@ -9,21 +9,23 @@ mean context of its requests). Usage: python benchmarks/fit_mtp_acceptance.py [-
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibration.profile import load_profile
-from perfmodel.framework import framework_preset
-from perfmodel.hardware import load_hardware
-from perfmodel.layout import ParallelLayout
-from perfmodel.modelspec import load_model
-from perfmodel.specdec import MTP_ACCEPTANCE, SpecDecode, per_token_affine
-from perfmodel.steptable import StepTable
-from simulator.validate.recipes import TRTLLM_DSR1_H100
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "e2e" / "silicon_h100_sxm.csv"
+from benchmarks._shared import e2e_h100_csv  # noqa: E402
+from perfmodel.calibration.profile import load_profile  # noqa: E402
+from perfmodel.framework import framework_preset  # noqa: E402
+from perfmodel.hardware import load_hardware  # noqa: E402
+from perfmodel.layout import ParallelLayout  # noqa: E402
+from perfmodel.modelspec import load_model  # noqa: E402
+from perfmodel.specdec import MTP_ACCEPTANCE, SpecDecode, per_token_affine  # noqa: E402
+from perfmodel.steptable import StepTable  # noqa: E402
+from simulator.validate.recipes import TRTLLM_DSR1_H100  # noqa: E402
 
 
 def twin_pairs(df: pd.DataFrame) -> list[tuple]:
@@ -46,7 +48,7 @@ def twin_pairs(df: pd.DataFrame) -> list[tuple]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--measurements", default=str(CSV))
+    ap.add_argument("--measurements", default=str(e2e_h100_csv()))
     a = ap.parse_args()
     pairs = twin_pairs(pd.read_csv(a.measurements))
     spec = load_model("deepseek-ai/DeepSeek-R1", weights="fp8", kv="fp8")

@@ -7,17 +7,18 @@ Usage: python benchmarks/fit_pd_handoff.py [--measurements CSV] [--jobs N] [--ms
 """
 from __future__ import annotations
 
-import argparse
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from simulator.validate import harness as H
-from simulator.validate.rows import cases, read_measurements
-from simulator.validate.twins import assign, replay_choices
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "e2e" / "silicon_h100_sxm.csv"
+from benchmarks._shared import fit_args  # noqa: E402
+from simulator.validate import harness as H  # noqa: E402
+from simulator.validate.rows import cases, read_measurements  # noqa: E402
+from simulator.validate.twins import assign, replay_choices  # noqa: E402
 
 
 def _one(item):
@@ -27,11 +28,7 @@ def _one(item):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--measurements", default=str(CSV))
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--ms", type=float, nargs="+", default=[0, 70, 100, 140, 180])
-    a = ap.parse_args()
+    a = fit_args(__doc__, "ms", [0, 70, 100, 140, 180], "milliseconds")
     found, _ = cases(read_measurements(a.measurements))
     rows = [c for c in found if c.backend == "sglang" and c.policy == "disagg" and H.dsr1_choices(c)]
     with ProcessPoolExecutor(a.jobs) as ex:

@@ -35,8 +35,8 @@ DRIVER_MIB = {"h100": 81559}
 # Seconds per inter-node MoE dispatch / combine under DeepEP's normal-mode kernels (perfmodel.framework.
 # Framework.moe_a2a_call_s), FITTED on the TPOT of the H100 TRT-LLM DeepSeek rows whose only recipe is a
 # plain one decoding on DEP16 workers (C = 924, 1845, 4916 at 1k and 308 at 8k: 8 rows, 4 measurements;
-# `python benchmarks/fit_deepep_call.py` tries 0, 100, 150, 200, 250 us: 29.3%, 11.4%, 8.9%, 4.2%, 12.1%);
-# held out: the MTP recipes on DEP16 and every TTFT (docs/fidelity.md).
+# `python benchmarks/fit_deepep_call.py` tries 0, 100, 150, 200, 250 us: 29.3%, 11.5%, 9.0%, 4.1%, 12.0%,
+# with the recipes' memory fractions); held out: the MTP recipes on DEP16 and every TTFT (docs/fidelity.md).
 DEEPEP_NORMAL_CALL_S = 200e-6
 
 # Seconds from KV transfer end to the first token at the client, SGLang 0.5.8 PD under Dynamo 0.8 (srt-slurm
@@ -85,7 +85,8 @@ def dsr1_choices(case: Case) -> list:
         args = (("prefill", rec.prefill_pool), ("decode", rec.decode_pool),
                 ("prefill_max_seqs", str(rec.ctx_max_batch)), ("prefill_max_tokens", str(rec.ctx_max_tokens)),
                 ("decode_max_seqs", str(rec.gen_max_batch)), ("prefill_memory_fraction", str(rec.ctx_kv_fraction)),
-                ("decode_memory_fraction", str(rec.gen_kv_fraction))) + ((("decode_mtp", str(rec.mtp)),) if rec.mtp else ())
+                ("decode_memory_fraction", str(rec.gen_kv_fraction)))
+        args += (("decode_mtp", str(rec.mtp)),) if rec.mtp else ()
         out.append((args + ROUTING, rec.name))
     return out
 

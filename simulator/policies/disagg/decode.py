@@ -8,10 +8,10 @@ so a decode instance never preempts (a preempted request would need its KV sent 
 A delivered request joins the running batch at the next step boundary, and its first token (sampled by the
 prefill, carried with the KV) reaches the client then: the decode side streams it from its scheduler turn,
 which waits for the step in flight (SGLang 0.5.8 disaggregation/decode.py event loop: transfer polling and the
-"prebuilt" batch run between decode steps; TRT-LLM's generation worker answers from its iteration loop); every
-step decodes one token
-for every running request (perfmodel's StepTable decode line: c0 + c1 x keys seconds), advanced in
-closed form until the first completion (simulator.engine.stretch), cut short by a delivery.
+"prebuilt" batch run between decode steps; TRT-LLM's generation worker answers from its iteration loop).
+Every step decodes one token for every running request (perfmodel's StepTable decode line: c0 + c1 x keys
+seconds), advanced in closed form until the first completion (simulator.engine.stretch), cut short by a
+delivery.
 With speculative decoding (`spec`, perfmodel.specdec) a step stands for one emitted token at the per-token
 cost of draft + verify steps (the means are those of whole steps; step rows are T x as many).
 """
@@ -85,7 +85,7 @@ class DecodeEngine:
                 self._idle = None
                 continue
             for q in self.waiting:  # the client's first token leaves as the request joins the batch: at the
-                self.recs.first_token_s[q] = env.now  # step boundary after its KV arrived (decode.py docstring)
+                r.first_token_s[q] = env.now  # step boundary after its KV arrived (module docstring)
             self.run.extend(self.waiting)
             self.waiting.clear()
             run = self.run

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from perfmodel import disagg, memory, specdec
+from perfmodel.framework import with_knobs
 from simulator.policies.base import EnginePlan, parse_args
 
 from .coordinator import Coordinator
@@ -48,9 +49,8 @@ def pool_framework(fw, fraction: float | None, key: str):
         return fw
     if not 0 < fraction <= 1:
         raise ValueError(f"policy argument {key}={fraction} must be in (0, 1]")
-    if fw.name == "sglang":
-        return dataclasses.replace(fw, gpu_memory_utilization=fraction, reserve_bytes=0.0, reserve_per_tp_bytes=0.0)
-    return dataclasses.replace(fw, gpu_memory_utilization=fraction)
+    fw = with_knobs(fw, fraction)  # (--gpu-memory-utilization's own path)
+    return dataclasses.replace(fw, reserve_bytes=0.0, reserve_per_tp_bytes=0.0) if fw.name == "sglang" else fw
 
 
 @dataclasses.dataclass(frozen=True)
