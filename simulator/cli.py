@@ -2,6 +2,7 @@
 
     simulate --trace burstgpt.csv --policy shift [--layout tp=2,pp=4] [--model M] [--hardware H]
              [--gpus N] [--nodes N --gpus-per-node G] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
+             [--client-turnaround-ms Z]
              [--max-model-len L] [--gpu-memory-utilization U] [--step-overhead-ms MS]
              [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR] [--seed S] [--rate-scale k]
              [--time-window a:b] [--plot] [--compare tp,dp,layout:tp=2,pp=4,shift:threshold=128]
@@ -112,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--router", default="least-tokens", choices=ROUTERS, help="how requests are spread over engines")
     p.add_argument("--max-concurrency", type=int, default=0, help="closed loop: at most C requests in flight "
                    "(0 = open loop, arrivals as in the trace)")
+    p.add_argument("--client-turnaround-ms", type=float, default=0.0,
+                   help="closed loop: ms from a response's end to the client sending its next request (its own "
+                        "loop, not in TTFT; default 0; aiperf's fitted value: docs/fidelity.md)")
     p.add_argument("--max-num-batched-tokens", type=int, help="token budget per step (default: vLLM's by GPU)")
     p.add_argument("--max-num-seqs", type=int, help="running sequences at most (default: vLLM's by GPU)")
     p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE),
@@ -181,7 +185,8 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
                    kv_dtype=args.kv_dtype, profile=args.profile, layout=layout or args.layout,
                    policy_args=pargs, engine=eng, router=args.router,
-                   max_concurrency=args.max_concurrency, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
+                   max_concurrency=args.max_concurrency, client_turnaround_ms=args.client_turnaround_ms,
+                   slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                    gpu_memory_utilization=args.gpu_memory_utilization, step_overhead_ms=args.step_overhead_ms,
                    async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
                    framework=args.framework, framework_version=args.framework_version, nodes=args.nodes,

@@ -43,6 +43,9 @@ class RunSpec:
     engine: EngineConfig = EngineConfig()
     router: str = "least-tokens"
     max_concurrency: int = 0
+    # closed loop: ms from a response's end to the client handing its slot to the next request (the
+    # benchmark client's own loop; not in any TTFT). 0: at once (benchmark_serving's asyncio loop)
+    client_turnaround_ms: float = 0.0
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     gpu_memory_utilization: float | None = None  # None: the framework's (vLLM's 0.9)
@@ -60,6 +63,12 @@ class RunSpec:
 
     def __post_init__(self):
         check_knobs(self.gpu_memory_utilization, self.step_overhead_ms)
+        t = self.client_turnaround_ms
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf"):
+            raise ValueError(f"--client-turnaround-ms {t!r} must be a number >= 0")
+        if t and not self.max_concurrency:
+            raise ValueError(f"--client-turnaround-ms {t} needs a closed loop (--max-concurrency C): an open "
+                             f"loop's requests arrive at the trace's times, not after a client's turnaround")
         if self.framework is None:
             object.__setattr__(self, "framework", self.engine.scheduler)
         framework_preset(self.framework, self.framework_version)  # known name and version, or one line
@@ -164,7 +173,8 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
                            rs.step_overhead_ms)
     framework = for_hardware(framework, hw)
     cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
-                    router=rs.router, max_concurrency=rs.max_concurrency, framework=framework)
+                    router=rs.router, max_concurrency=rs.max_concurrency, framework=framework,
+                    client_turnaround_s=float(rs.client_turnaround_ms) / 1e3)
     tick = _Batched(progress) if progress is not None else None
     res = simulate(wl, spec, hw, cfg, prof, progress=tick)
     if tick is not None:

@@ -4,6 +4,13 @@
 Same-time rule (tests/test_sim_ordering.py pins it): a request arriving at the very time a step
 ends is seen by that step boundary. An engine whose step ends at an instant with arrivals still
 to deliver waits on `due()` until they are issued, whatever order SimPy drew the two events in.
+
+Client turnaround (closed loop): a benchmark client frees its slot `turnaround_s` after the response
+ends, not at once: the time its own loop takes to hand the slot to the next request (aiperf: the
+worker pushes the finished record, returns the credit to the timing manager, which drops the next
+credit to a worker, which fetches the prompt from the dataset manager before sending;
+simulator/validate/harness.py cites it). Not part of any request's TTFT: the next request is issued
+when the slot is handed over.
 """
 from __future__ import annotations
 
@@ -15,9 +22,10 @@ from simulator.engine.stretch import delay_toward
 class Arrivals:
     """The issuing process of one run and the state engines and the cluster read from it."""
 
-    def __init__(self, env, arrival_s, issue, max_concurrency: int = 0):
+    def __init__(self, env, arrival_s, issue, max_concurrency: int = 0, turnaround_s: float = 0.0):
         self.env, self.arrival_s, self.issue = env, arrival_s, issue  # issue(pos, at_boundary)
         self.limit = max_concurrency
+        self.turnaround_s = turnaround_s if max_concurrency else 0.0  # (open loop: no client slots)
         self.in_flight = 0
         self.next_s = math.inf  # arrival time the process waits for (inf: it waits for none)
         self._flushed = None  # the event engines wait on while arrivals of this instant are due
@@ -36,7 +44,17 @@ class Arrivals:
         return self._flushed
 
     def finished(self, pos: int) -> None:
-        """A request completed: one slot free (closed loop)."""
+        """A request ended: its slot is free now, or after the client's turnaround (closed loop)."""
+        if self.turnaround_s > 0:
+            self.env.process(self._hand_over())
+        else:
+            self._free()
+
+    def _hand_over(self):
+        yield self.env.timeout(self.turnaround_s)
+        self._free()
+
+    def _free(self) -> None:
         self.in_flight -= 1
         if self._slot is not None and not self._slot.triggered:
             self._slot.succeed()

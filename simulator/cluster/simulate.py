@@ -44,6 +44,7 @@ class SimConfig:
     router: str = "least-tokens"
     max_concurrency: int = 0  # 0: open loop (trace arrivals); N: closed loop, N in flight
     framework: object = DEFAULT_FRAMEWORK
+    client_turnaround_s: float = 0.0  # closed loop: a finished request's slot is handed on this much later
 
     def __post_init__(self):
         if self.router not in ROUTERS:
@@ -54,6 +55,8 @@ class SimConfig:
             raise ValueError(f"--gpus {self.gpus} must be >= 1")
         if self.max_concurrency < 0:
             raise ValueError(f"max_concurrency={self.max_concurrency} must be >= 0")
+        if not 0 <= self.client_turnaround_s < float("inf"):
+            raise ValueError(f"client turnaround {self.client_turnaround_s} s must be >= 0 and finite")
 
 
 @dataclasses.dataclass
@@ -174,7 +177,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             e.submit(pos, at_boundary)
         return True
 
-    arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency)
+    arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency, cfg.client_turnaround_s)
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):
         if isinstance(e, Engine) and getattr(p, "engine_cls", None) is None:  # (an engine its policy

@@ -47,6 +47,17 @@ DEEPEP_NORMAL_CALL_S = 200e-6
 # identified (docs/fidelity.md): the modelled KV transfer is ~2 ms and the decode side's first turn a step.
 SGLANG_PD_HANDOFF_S = 0.140
 
+# Seconds from a response's end to aiperf sending that client's next request (RunSpec.client_turnaround_ms;
+# not in TTFT). aiperf (ai-dynamo/aiperf @ db4f6397) hands a slot on through three processes: the worker
+# returns the credit only after pushing the finished record (workers/worker.py:175-232, the record holds
+# every streamed chunk), the timing manager's semaphore release drops the next credit
+# (timing/request_rate_strategy.py:45-96), and the worker that takes it first fetches the prompt from the
+# dataset manager (worker.py:235-252, a request/reply) before sending. FITTED on the TTFT of the 93
+# aiperf vLLM 0.12 Qwen3-32B rows (`python benchmarks/fit_client_turnaround.py`: 0, 10, 20, 30, 50 ms);
+# held out: the aiperf TRT-LLM and SGLang rows (docs/fidelity.md gives both). benchmark_serving
+# (InferenceX, sa-bench) awaits the next request in the same asyncio loop: 0.
+AIPERF_TURNAROUND_S = 0.020
+
 
 @dataclasses.dataclass(frozen=True)
 class Harness:
@@ -63,6 +74,7 @@ class Harness:
     cuda_graph_sizes: tuple | None = None  # captured batch sizes other than the framework's (None: its own)
     moe_a2a_call_s: float | None = None  # DeepEP normal-mode cost per inter-node MoE all_to_all (Framework)
     pd_handoff_s: float | None = None  # transfer end -> first token, disaggregated (Framework.pd_handoff_s)
+    client_turnaround_s: float = 0.0  # response end -> the client's next request (RunSpec.client_turnaround_ms)
 
 
 # srt-slurm starts the Dynamo frontend with --http-port alone (src/srtctl/frontends/dynamo.py:77 @ deb1dfd9; the
@@ -130,13 +142,27 @@ def as_launched(case: Case, choice: int = 0) -> Case:
     return dataclasses.replace(case, layout=layout, gpus=lay.tp * lay.pp, nodes=1)
 
 
+def aic_benchmark_limits(case: Case, tokens_per_block: int = 0) -> dict:
+    """aiconfigurator's `benchmark` rule set for an aggregated engine (rule_plugin/benchmark/<backend>.rule @
+    095f58a5): max batch = the row's batch, token budget = batch + isl + 1500 (TRT-LLM rounds it up to whole
+    KV blocks, trtllm.rule:15: `((max_batch_size + isl + 1500 + tokens_per_block - 1) // tokens_per_block) *
+    tokens_per_block`; vllm.rule:15 leaves it as is). At most one or two prompts fit a step, which keeps the
+    closed loop from moving in lock-step waves."""
+    bs = max(case.batch_size, 1)
+    budget = bs + case.isl + 1500
+    if tokens_per_block:
+        budget = -(-budget // tokens_per_block) * tokens_per_block
+    return {"max_num_batched_tokens": budget, "max_num_seqs": bs}
+
+
 def harness(case: Case, framework: str | None = None) -> Harness:
     """The settings of `case`'s deployment and benchmark (docs/frameworks.md cites each default);
     `framework` replays the row under another framework's defaults (same benchmark protocol)."""
     if framework is not None and framework != case.backend:
         h = harness(case)
         other = harness(dataclasses.replace(case, backend=framework, version=""))
-        return dataclasses.replace(other, source=h.source, rounds=h.rounds, length_ratio=h.length_ratio)
+        return dataclasses.replace(other, source=h.source, rounds=h.rounds, length_ratio=h.length_ratio,
+                                   client_turnaround_s=h.client_turnaround_s)
     src = source_of(case)
     mib = DRIVER_MIB.get(case.hardware)
     hbm_gb = mib * 2**20 / 1e9 if mib else None
@@ -146,10 +172,12 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         # tokens_per_block 32, KV = 0.9 of free memory, GUARANTEED_NO_EVICT (docs/frameworks.md, TRT-LLM table)
         eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=2048, enable_chunked_prefill=False,
                            block_size=32, scheduler="trtllm", enable_prefix_caching=False)
+        if case.version == "1.0.0rc3":  # the gap-analysis rows: aiconfigurator's benchmark rule set, as vLLM 0.12
+            eng = dataclasses.replace(eng, **aic_benchmark_limits(case, tokens_per_block=32))
         if src == "srt":  # sa-bench: 10 x C prompts, lengths in [0.8 L, L]; fp8 KV (the recipes' kv_cache_config);
             # DEP16 workers run DeepEP normal mode (both envs: TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP)
             return Harness(src, eng, "fp8", 10, 0.8, hbm_gb, moe_a2a_call_s=DEEPEP_NORMAL_CALL_S)
-        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
+        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb, client_turnaround_s=AIPERF_TURNAROUND_S)
     if case.backend == "sglang":
         # SGLang 0.5.1.post1 defaults: chunked_prefill_size 8192 on H100, page_size 1, prefill first without
         # mixed chunks, mem_fraction_static = (total - (9.5 + tp/2) GiB) / total of weights + KV
@@ -158,7 +186,7 @@ def harness(case: Case, framework: str | None = None) -> Harness:
                            scheduler="sglang", schedule_order="prefill-first")
         if src == "srt":  # sa-bench; the recipes leave kv-cache-dtype at SGLang's "auto" (the model's bf16)
             return Harness(src, eng, "bf16", 10, 0.8, hbm_gb, pd_handoff_s=SGLANG_PD_HANDOFF_S)
-        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb)
+        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb, client_turnaround_s=AIPERF_TURNAROUND_S)
     if src == "aic":
         # vLLM 0.12.0 under aiconfigurator's benchmark rule set (rule_plugin/benchmark/vllm.rule @ 095f58a5:
         # agg max_num_tokens = max_batch_size + isl + 1500, max_batch_size = the benchmark's batch): at most
@@ -167,8 +195,9 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         # the same rule captures a CUDA graph for every batch size 1..max_batch_size (cuda_graph_batch_sizes =
         # range(1, max_batch_size + 1)): no decode step is padded
         bs = max(case.batch_size, 1)
-        eng = EngineConfig(max_num_batched_tokens=bs + case.isl + 1500, max_num_seqs=bs)
-        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb, cuda_graph_sizes=tuple(range(1, bs + 1)))
+        eng = EngineConfig(**aic_benchmark_limits(case))
+        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb, cuda_graph_sizes=tuple(range(1, bs + 1)),
+                       client_turnaround_s=AIPERF_TURNAROUND_S)
     # InferenceX vLLM: 8192-token budget, --max-num-seqs C (MiniMax 256), fp8 KV only where the script asks
     seqs = 256 if "minimax" in case.model.lower() else case.concurrency
     eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=seqs)

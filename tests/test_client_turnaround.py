@@ -1,0 +1,73 @@
+"""Closed-loop client turnaround (simulator/cluster/arrivals.py): a finished request's slot is handed to the
+next request `client_turnaround_s` later, the next request's TTFT counts from that hand-over, both modes
+agree, the knob is refused where it cannot apply, and the aiperf harness sets it (issue 14)."""
+import numpy as np
+import pytest
+from test_sim_util import assert_same_requests, run, run_both, workload
+
+from simulator.run import RunSpec
+from simulator.validate.harness import AIPERF_TURNAROUND_S, harness
+from simulator.validate.replay import run_spec
+from simulator.validate.rows import Case
+
+Z = 0.0123
+
+
+def test_next_request_is_issued_a_turnaround_after_the_slot_frees():
+    # C=1: request k+1 is issued exactly Z after request k finishes (hand-worked: nothing else can hold it)
+    w = workload(np.zeros(3), [100, 200, 300], [5, 6, 7])
+    base = run(w, max_concurrency=1).requests.frame()
+    f = run(w, max_concurrency=1, client_turnaround_s=Z).requests.frame()
+    assert f["issued_s"].iloc[0] == 0.0
+    for k in (1, 2):
+        assert f["issued_s"].iloc[k] == pytest.approx(f["finish_s"].iloc[k - 1] + Z, abs=1e-12)
+    # TTFT counts from the issue, so an idle engine gives every request the TTFT it has without the turnaround
+    np.testing.assert_allclose(f["ttft_ms"], base["ttft_ms"], rtol=1e-9)
+    # ... and the run takes 2 turnarounds longer
+    assert f["finish_s"].iloc[2] == pytest.approx(base["finish_s"].iloc[2] + 2 * Z, rel=1e-9)
+
+
+def test_turnaround_holds_only_the_finished_requests_slot():
+    # C=2: while request 0's slot is held, request 1 keeps running and nothing new is issued
+    w = workload(np.zeros(3), [100, 100, 100], [3, 40, 3])
+    f = run(w, max_concurrency=2, client_turnaround_s=Z).requests.frame()
+    assert f["issued_s"].iloc[1] == 0.0
+    assert f["issued_s"].iloc[2] == pytest.approx(f["finish_s"].iloc[0] + Z, abs=1e-12)
+    assert f["issued_s"].iloc[2] < f["finish_s"].iloc[1]
+
+
+def test_turnaround_is_the_same_in_both_modes():
+    w = workload(np.zeros(12), np.full(12, 700), np.full(12, 60))
+    ff, step = run_both(w, max_concurrency=4, client_turnaround_s=Z)
+    assert_same_requests(ff, step)
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(client_turnaround_ms=-1.0, max_concurrency=4), "must be a number >= 0"),
+                                    (dict(client_turnaround_ms=5.0), "needs a closed loop")])
+def test_bad_turnaround_is_one_clear_error(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        RunSpec(policy="tp", **kw)
+
+
+def _case(backend: str, version: str) -> Case:
+    return Case(row=0, id=f"q_{backend}_agg_2048x128_c8_tp1", backend=backend, version=version, model="Qwen/Qwen3-32B",
+                hardware="h100", weights="fp8", layout="tp=1", gpus=1, isl=2048, osl=128, concurrency=8,
+                batch_size=8, ttft_ms=500.0, tpot_ms=20.0)
+
+
+def test_aiperf_rows_get_the_turnaround_and_trtllm_gap_rows_the_rule_set():
+    trt = _case("trtllm", "1.0.0rc3")
+    h = harness(trt)
+    assert h.client_turnaround_s == AIPERF_TURNAROUND_S > 0
+    assert run_spec(trt, h).client_turnaround_ms == pytest.approx(AIPERF_TURNAROUND_S * 1e3)
+    # aiconfigurator benchmark rule: max batch = 8, budget = ceil32(8 + 2048 + 1500) = 3584 (one 2k prompt a step)
+    assert (h.engine.max_num_seqs, h.engine.max_num_batched_tokens) == (8, 3584)
+    assert not h.engine.enable_chunked_prefill
+    # a TRT-LLM row of another harness keeps TRT-LLM's own defaults
+    other = harness(_case("trtllm", "1.3.0rc1"))
+    assert (other.engine.max_num_seqs, other.engine.max_num_batched_tokens) == (2048, 8192)
+    # vLLM 0.12 (aiperf): the same rule without the block rounding
+    v = harness(_case("vllm", "0.12.0"))
+    assert (v.engine.max_num_seqs, v.engine.max_num_batched_tokens, v.client_turnaround_s) == (8, 3556, AIPERF_TURNAROUND_S)
+    # benchmark_serving (InferenceX vLLM rows) awaits the next request in its own loop: no turnaround
+    assert harness(_case("vllm", "0.18.0")).client_turnaround_s == 0.0
