@@ -63,9 +63,11 @@ def test_aiperf_rows_get_the_turnaround_and_trtllm_gap_rows_the_rule_set():
     # aiconfigurator benchmark rule: max batch = 8, budget = ceil32(8 + 2048 + 1500) = 3584 (one 2k prompt a step)
     assert (h.engine.max_num_seqs, h.engine.max_num_batched_tokens) == (8, 3584)
     assert not h.engine.enable_chunked_prefill
+    assert h.memory_fraction == 0.80 and run_spec(trt, h).gpu_memory_utilization == 0.80  # the template's KV fraction
     # a TRT-LLM row of another harness keeps TRT-LLM's own defaults
     other = harness(_case("trtllm", "1.3.0rc1"))
     assert (other.engine.max_num_seqs, other.engine.max_num_batched_tokens) == (2048, 8192)
+    assert other.memory_fraction is None
     # vLLM 0.12 (aiperf): the same rule without the block rounding
     v = harness(_case("vllm", "0.12.0"))
     assert (v.engine.max_num_seqs, v.engine.max_num_batched_tokens, v.client_turnaround_s) == (8, 3556, AIPERF_TURNAROUND_S)

@@ -75,6 +75,7 @@ class Harness:
     moe_a2a_call_s: float | None = None  # DeepEP normal-mode cost per inter-node MoE all_to_all (Framework)
     pd_handoff_s: float | None = None  # transfer end -> first token, disaggregated (Framework.pd_handoff_s)
     client_turnaround_s: float = 0.0  # response end -> the client's next request (RunSpec.client_turnaround_ms)
+    memory_fraction: float | None = None  # the engine's memory setting where the deployment set one (None: default)
 
 
 # srt-slurm starts the Dynamo frontend with --http-port alone (src/srtctl/frontends/dynamo.py:77 @ deb1dfd9; the
@@ -142,12 +143,17 @@ def as_launched(case: Case, choice: int = 0) -> Case:
     return dataclasses.replace(case, layout=layout, gpus=lay.tp * lay.pp, nodes=1)
 
 
+AIC_TRTLLM_KV_FRACTION = 0.80  # aiconfigurator's TRT-LLM 1.0.0rc3 template: free_gpu_memory_fraction default(0.80)
+
+
 def aic_benchmark_limits(case: Case, tokens_per_block: int = 0) -> dict:
-    """aiconfigurator's `benchmark` rule set for an aggregated engine (rule_plugin/benchmark/<backend>.rule @
-    095f58a5): max batch = the row's batch, token budget = batch + isl + 1500 (TRT-LLM rounds it up to whole
-    KV blocks, trtllm.rule:15: `((max_batch_size + isl + 1500 + tokens_per_block - 1) // tokens_per_block) *
-    tokens_per_block`; vllm.rule:15 leaves it as is). At most one or two prompts fit a step, which keeps the
-    closed loop from moving in lock-step waves."""
+    """aiconfigurator's generator limits for an aggregated engine: max batch = the row's batch, token budget =
+    batch + isl + 1500. The generator's default rules from their first version (rule_plugin/trtllm.rule and
+    vllm.rule @ 95ddf241a, 2025-12-04: `agg max_num_tokens = max_batch_size + SlaConfig.isl + 1500`) until the
+    `benchmark` rule set took them over on 2026-01-30 (71bb3d00e; rule_plugin/benchmark/<backend>.rule @
+    095f58a5, where TRT-LLM rounds the budget up to whole KV blocks, trtllm.rule:15, and vLLM leaves it,
+    vllm.rule:15). At most one or two prompts fit a step, which keeps the closed loop from moving in lock-step
+    waves."""
     bs = max(case.batch_size, 1)
     budget = bs + case.isl + 1500
     if tokens_per_block:
@@ -172,12 +178,18 @@ def harness(case: Case, framework: str | None = None) -> Harness:
         # tokens_per_block 32, KV = 0.9 of free memory, GUARANTEED_NO_EVICT (docs/frameworks.md, TRT-LLM table)
         eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=2048, enable_chunked_prefill=False,
                            block_size=32, scheduler="trtllm", enable_prefix_caching=False)
-        if case.version == "1.0.0rc3":  # the gap-analysis rows: aiconfigurator's benchmark rule set, as vLLM 0.12
+        kv_fraction = None
+        if case.version == "1.0.0rc3":  # the gap-analysis rows: aiconfigurator's generator rules, as vLLM 0.12
+            # (aic_benchmark_limits) and its 1.0.0rc3 engine template: limits under build_config (which the PyTorch
+            # backend copies to the runtime: llm_args.py set_runtime_knobs_from_build_config, backend == "pytorch"),
+            # kv_cache_config.free_gpu_memory_fraction `default(0.80)` (extra_engine_args.1.0.0rc3.yaml.j2:30-31)
             eng = dataclasses.replace(eng, **aic_benchmark_limits(case, tokens_per_block=32))
+            kv_fraction = AIC_TRTLLM_KV_FRACTION
         if src == "srt":  # sa-bench: 10 x C prompts, lengths in [0.8 L, L]; fp8 KV (the recipes' kv_cache_config);
             # DEP16 workers run DeepEP normal mode (both envs: TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP)
             return Harness(src, eng, "fp8", 10, 0.8, hbm_gb, moe_a2a_call_s=DEEPEP_NORMAL_CALL_S)
-        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb, client_turnaround_s=AIPERF_TURNAROUND_S)
+        return Harness(src, eng, kv_aic, 20, 1.0, hbm_gb, client_turnaround_s=AIPERF_TURNAROUND_S,
+                       memory_fraction=kv_fraction)
     if case.backend == "sglang":
         # SGLang 0.5.1.post1 defaults: chunked_prefill_size 8192 on H100, page_size 1, prefill first without
         # mixed chunks, mem_fraction_static = (total - (9.5 + tp/2) GiB) / total of weights + KV

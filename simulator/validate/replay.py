@@ -76,6 +76,8 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
         fields.setdefault("step_overhead_ms", STEP_OVERHEAD_MS[loop])
     if h.async_scheduling:  # (else the framework's own default: SGLang and TRT-LLM schedule ahead)
         fields.setdefault("async_scheduling", True)
+    if h.memory_fraction is not None:
+        fields.setdefault("gpu_memory_utilization", h.memory_fraction)
     if h.client_turnaround_s:
         fields.setdefault("client_turnaround_ms", h.client_turnaround_s * 1e3)
 
