@@ -101,3 +101,18 @@ def test_ray_executor_gives_identical_results(ray_session, grid_file, local_resu
     assert main(["sweep", "--grid", str(grid_file), "--out", str(out), "--executor", "ray",
                  "--no-progress"]) == 0
     pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(local_results))
+
+
+def test_client_turnaround_option_reaches_the_run_and_is_checked(tmp_path):
+    grid = {"grid": {"policies": ["tp"], "traces": ["synthetic:batch?n=6&input=64&output=4"],
+                     "models": ["llama-3.1-8b"], "hardware": ["h100"], "gpus": [1], "max_concurrency": [2]}}
+    plain = run_sweep(expand_grid(grid), tmp_path / "a.parquet", workers=1, progress=False)
+    slow = run_sweep(expand_grid({**grid, "options": {"client_turnaround_ms": 50}}), tmp_path / "b.parquet",
+                     workers=1, progress=False)
+    assert plain["error"].iloc[0] == slow["error"].iloc[0] == ""
+    # 6 requests, 2 slots: 2 hand-overs per slot, each 50 ms later than at once
+    assert slow["duration"].iloc[0] == pytest.approx(plain["duration"].iloc[0] + 0.1, rel=1e-6)
+    with pytest.raises(GridError, match="client_turnaround_ms = 5 needs a closed loop"):
+        expand_grid({"grid": {**grid["grid"], "max_concurrency": [0, 2]}, "options": {"client_turnaround_ms": 5}})
+    with pytest.raises(GridError, match="must be a number >= 0"):
+        expand_grid({**grid, "options": {"client_turnaround_ms": -1}})

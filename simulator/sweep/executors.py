@@ -36,7 +36,8 @@ def run_task(task: dict) -> dict:
                      slo_ttft_ms=opts.get("slo_ttft_ms"), slo_tpot_ms=opts.get("slo_tpot_ms"),
                      gpu_memory_utilization=opts.get("gpu_memory_utilization"),
                      step_overhead_ms=opts.get("step_overhead_ms"), nodes=int(opts.get("nodes", 1)),
-                     gpus_per_node=opts.get("gpus_per_node"))
+                     gpus_per_node=opts.get("gpus_per_node"),
+                     client_turnaround_ms=float(opts.get("client_turnaround_ms", 0.0)))
         summ = dict(run(wl, rs).summary)
         summ["modes"] = summ.pop("layout")  # the coordinates keep their own `layout` and `model`
         summ["model_name"] = summ.pop("model")

@@ -9,8 +9,9 @@ weights (default, as simulate: fp8 where the hardware has fp8, else bf16), kv_dt
 max_concurrency, frameworks (vllm, sglang, trtllm: each one's scheduler and memory rule; default vllm). [grid.policy_args] maps a policy to a list of argument tables (one run each;
 default one run with none). [options]: profile ("none" = datasheet, default the hardware's
 profile), slo_ttft_ms, slo_tpot_ms, seed, engine (EngineConfig fields), and the knobs `simulate`
-takes as flags: max_model_len, gpu_memory_utilization, step_overhead_ms (default: the model's
-limit, 0.9, 1 ms; `engine = {max_model_len = N}` says the same as max_model_len = N).
+takes as flags: max_model_len, gpu_memory_utilization, step_overhead_ms, client_turnaround_ms (default: the
+model's limit, 0.9, 1 ms, 0; `engine = {max_model_len = N}` says the same as max_model_len = N;
+client_turnaround_ms needs every run closed-loop, max_concurrency > 0).
 
     [grid]
     policies = ["tp", "dp", "shift"]
@@ -55,7 +56,7 @@ AXES = {  # grid key -> coordinate name
 DEFAULTS = {"layout": "", "rate_scale": 1.0, "model": "llama-3.3-70b", "hardware": "h200", "gpus": 8,
             "weights": None, "kv_dtype": "bf16", "max_concurrency": 0, "framework": "vllm"}  # weights None: as simulate, by hardware
 OPTIONS = ("profile", "slo_ttft_ms", "slo_tpot_ms", "seed", "engine", "max_model_len", "gpu_memory_utilization",
-           "step_overhead_ms", "nodes", "gpus_per_node")  # nodes: the gpus axis is then the total (docs/multinode.md)
+           "step_overhead_ms", "nodes", "gpus_per_node", "client_turnaround_ms")  # nodes: the gpus axis is then the total (docs/multinode.md)
 COORDS = ("policy", "policy_args", "layout", "trace", "rate_scale", "model", "hardware", "gpus",
           "weights", "kv_dtype", "max_concurrency", "framework")
 
@@ -98,6 +99,10 @@ def expand_grid(grid: dict) -> list[dict]:
                 task["weights"] = task["weights"] or default_weights(task["hardware"])
                 task["rate_scale"] = float(task["rate_scale"])
                 task["gpus"], task["max_concurrency"] = int(task["gpus"]), int(task["max_concurrency"])
+                if options.get("client_turnaround_ms") and task["max_concurrency"] <= 0:
+                    raise GridError(f"[options]: client_turnaround_ms = {options['client_turnaround_ms']} needs a "
+                                    "closed loop: every max_concurrency > 0 (an open loop's requests arrive at "
+                                    "the trace's times)")
                 task = {k: task[k] for k in COORDS}
                 rid = run_id(task, options)
                 if rid in seen:
@@ -121,6 +126,9 @@ def _knob_options(options: dict) -> dict:
     options = dict(options)
     try:
         check_knobs(options.get("gpu_memory_utilization"), options.get("step_overhead_ms"))
+        t = options.get("client_turnaround_ms", 0.0)
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf"):
+            raise ValueError(f"client_turnaround_ms = {t!r} must be a number >= 0")
     except ValueError as e:
         raise GridError(f"[options]: {e}") from None
     if "max_model_len" in options:
