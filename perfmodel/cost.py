@@ -15,7 +15,7 @@ from . import mla, ops
 from .batch import StepBatch, micro_batch
 from .comm import ep_replicated, padded_tokens, placed, step_calls
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
-from .knobs import moe_ep_imbalance
+from .knobs import moe_ep_imbalance, moe_routing
 from .network import spanning_time_s
 
 TERMS = ("gemm", "attention", "elementwise", "all_reduce", "all_gather", "all_to_all",
@@ -69,15 +69,17 @@ def expert_gemm_formula_s(spec, layout, hw, n_loc, prof, imbalance: float = 1.0)
 def _expert_gemm_s(spec, layout, hw, n_loc, prof, fw: Framework = DEFAULT_FRAMEWORK):
     """Routed-expert FFN of one MoE layer on one GPU: the formula above, times the profile's measured
     fused-MoE slowdown for fw's kernels and the weight format (profile `moe` section,
-    perfmodel/calibration/moe.py) where the profile has one; else the formula alone. Under EP the busiest
-    rank gets fw.moe_imbalance x the mean routed rows (None: knobs.moe_ep_imbalance(ep); the profile's
-    factor was fitted on balanced routing, so it applies on top)."""
+    perfmodel/calibration/moe.py) where the profile has one; else the formula alone. The factor is read
+    from the table measured under the model family's routing skew (knobs.moe_routing) and was fitted
+    against this formula with the default busiest-rank rows (knobs.moe_ep_imbalance), so the product
+    reproduces the measured skewed kernel; fw.moe_imbalance, where set, moves the formula's busiest-rank
+    rows only."""
     imb = fw.moe_imbalance if fw.moe_imbalance is not None else moe_ep_imbalance(layout.ep)
     t, m_e = expert_gemm_formula_s(spec, layout, hw, n_loc, prof, imb)
     factor = getattr(prof, "moe_factor", None)
     if factor is not None:
         mode, split = ("ep", layout.ep) if layout.ep > 1 else ("tp", layout.tp)
-        f = factor(fw.name, spec.weight_dtype, mode, split, m_e, fw.moe_kernel)
+        f = factor(fw.name, spec.weight_dtype, mode, split, m_e, fw.moe_kernel, moe_routing(spec))
         if f is not None:
             t = t * f
     return t

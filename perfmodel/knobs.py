@@ -39,6 +39,20 @@ MOE_EP_IMBALANCE_POWER_LAW = {1: 1.0, 2: 1.089, 4: 1.238, 8: 1.479, 16: 1.893, 3
                               128: 5.705, 256: 8.205}
 
 
+# Expert routing skew the fused-MoE kernel tables are read at (perfmodel.calibration.moe fits one table per
+# routing): aiconfigurator's SDK predicts with workload_distribution "power_law" (sdk/config.py:37 @ 095f58a5)
+# and a per-family alpha: 1.2 for its generic MoE model (sdk/models/moe.py:128; Mixtral, Qwen2/3-MoE, gpt-oss,
+# MiniMax-M2 map to it, sdk/common.py:708-712), 1.01 for DeepSeek-V3/R1 and Kimi (deepseek.py:170, kimi_k3.py:574).
+# Skew hits fewer experts in decode (fewer weight bytes) and loads the busiest expert in prefill.
+MOE_ROUTING_GENERIC = "power_law_1.2"
+MOE_ROUTING_MLA = "power_law_1.01"  # the MLA families (DeepSeek, Kimi): aiconfigurator's DeepSeek-derived models
+
+
+def moe_routing(spec) -> str:
+    """The routing skew whose measured kernel table a model's MoE layers are costed with (above)."""
+    return MOE_ROUTING_MLA if getattr(spec, "is_mla", False) else MOE_ROUTING_GENERIC
+
+
 def moe_ep_imbalance(ep: int) -> float:
     """Default busiest-rank / mean routed rows at EP degree `ep` (table above, log2-linear between)."""
     keys = sorted(MOE_EP_IMBALANCE_POWER_LAW)

@@ -36,7 +36,9 @@ def test_section_provenance():
     assert m["source"]["repo"] == "ai-dynamo/aiconfigurator" and m["source"]["commit"].startswith("095f58a5")
     for fw in ("vllm", "trtllm"):
         for q in ("bfloat16", "fp8_block", "w4a16_mxfp4"):
-            assert m["frameworks"][fw][q]["file"].endswith("moe_perf.parquet")
+            for r in cal.ROUTINGS:
+                assert m["frameworks"][fw][f"{q}@{r}"]["file"].endswith("moe_perf.parquet")
+    assert m["default_routing"] == cal.ROUTINGS[0] == "power_law_1.2"
     assert FRAMEWORKS["trtllm"].name == "trtllm" and framework_preset("vllm").name == "vllm"
 
 
@@ -116,8 +118,8 @@ def test_marlin_kernel_family_is_its_own_table():
     from simulator.validate.rows import Case
 
     m = PROF.data["moe"]["frameworks"]["vllm"]
-    assert all("marlin" not in k for k in m["w4a16_mxfp4"]["kernels"])
-    assert all("marlin" in k for k in m["w4a16_mxfp4_marlin"]["kernels"])
+    assert all("marlin" not in k for k in m["w4a16_mxfp4@power_law_1.2"]["kernels"])
+    assert all("marlin" in k for k in m["w4a16_mxfp4_marlin@power_law_1.2"]["kernels"])
     spec, lay = _spec(2880, 2880, 128, 4, "mxfp4"), cal.layout_of(8, 1)
     big, small = np.array([8192.0]), np.array([4.0])
     fw, marlin = framework_preset("vllm"), dataclasses.replace(framework_preset("vllm"), moe_kernel="marlin")
@@ -128,3 +130,19 @@ def test_marlin_kernel_family_is_its_own_table():
     assert cost._expert_gemm_s(spec, lay, HW, big, PROF, odd)[0] == cost._expert_gemm_s(spec, lay, HW, big, PROF, fw)[0]
     case = Case(0, "x", "vllm", "0.11.0", "openai/gpt-oss-120b", "h100", "mxfp4", "tp=8", 8, 1024, 1024, 4, 4, 40.0, 4.0)
     assert harness(case).moe_kernel == "marlin"
+
+
+def test_routing_skew_picks_the_family_table():
+    """The kernel tables are read at the routing skew aiconfigurator predicts each family with (knobs.moe_routing:
+    alpha 1.2 for its generic MoE family, 1.01 for DeepSeek/Kimi): the DeepSeek preset reads the 1.01 table, the
+    others the 1.2 one, and the two tables differ (the skew is in the measured kernels, not a constant)."""
+    from perfmodel.knobs import moe_routing
+    from simulator.run import model_spec
+
+    assert moe_routing(model_spec("deepseek-v3", "fp8", "fp8")) == "power_law_1.01"
+    assert moe_routing(model_spec("qwen3-235b-a22b", "fp8", "fp8")) == "power_law_1.2"
+    n = np.array([16.0, 4096.0])
+    a = PROF.moe_factor("trtllm", "fp8", "ep", 4, n, routing="power_law_1.2")
+    b = PROF.moe_factor("trtllm", "fp8", "ep", 4, n, routing="power_law_1.01")
+    assert np.all(a > 0) and np.all(b > 0) and not np.allclose(a, b)
+    assert np.allclose(PROF.moe_factor("trtllm", "fp8", "ep", 4, n), a)  # no routing: the section's default

@@ -12,10 +12,14 @@ group, `num_tokens` tokens entering the layer on that GPU, routed over all `num_
 the GPU computes only its num_experts/ep local experts (full width), with MoE-TP 1/tp of every
 expert's width. That is perfmodel.cost's n_group (tokens the EP group's GPU sees) exactly.
 
-What is fitted (per framework kernel family and weight format): the median over model shapes of
-log(measured / formula) on a grid of (mode = ep|tp, split = moe_ep or moe_tp, log2 m_e), m_e the
-formula's rows per hit expert (uniform routing), `balanced` routing rows only (the formula assumes
-uniform routing). perfmodel.cost multiplies the formula by exp(interpolated log ratio).
+What is fitted (per framework kernel family, weight format and routing skew): the median over model
+shapes of log(measured / formula) on a grid of (mode = ep|tp, split = moe_ep or moe_tp, log2 m_e), m_e
+the formula's rows per hit expert. Routing: the rows measured under the skew aiconfigurator's SDK predicts
+with (ROUTINGS: power-law alpha 1.2 for its generic MoE family, 1.01 for DeepSeek/Kimi; perfmodel.knobs.
+moe_routing picks one per model), against the formula as perfmodel.cost evaluates it (uniform expert hits,
+the default busiest-rank rows knobs.moe_ep_imbalance under EP); the ratio carries what the skew changes
+(fewer experts hit in decode, the hottest expert in prefill). Until 2026-11-26 the `balanced` rows were
+fitted (docs/fidelity.md gives both). perfmodel.cost multiplies the formula by exp(interpolated log ratio).
 
 CLI (the parquet files are NOT needed at run time; the fit is committed in the profile JSON):
     python -m perfmodel.calibration.moe DATA_DIR [--profile h100_sxm] [--write]
@@ -66,6 +70,9 @@ CHECK_SHAPES = {"gpt-oss-120b": (2880, 2880, 128, 4), "minimax-m2.5": (3072, 153
 CHECK_TOKENS = (1, 64, 4096)
 CHECK_COLUMNS = ("framework", "quant", "model", "hidden", "inter", "experts", "topk", "moe_tp", "moe_ep",
                  "num_tokens", "latency_ms")
+# routing skews fitted (aiconfigurator `distribution` values; perfmodel.knobs.moe_routing cites the alphas);
+# the first is the section's default_routing, the one the check points are measured under
+ROUTINGS = ("power_law_1.2", "power_law_1.01")
 
 
 def layout_of(moe_tp: int, moe_ep: int):
@@ -76,19 +83,22 @@ def layout_of(moe_tp: int, moe_ep: int):
 
 
 def formula_s(hidden, inter, experts, topk, weight_dtype, moe_tp, moe_ep, num_tokens, hw, prof):
-    """(seconds, m_e) of perfmodel.cost's uncalibrated fused-MoE formula for a table row."""
+    """(seconds, m_e) of perfmodel.cost's uncalibrated fused-MoE formula for a table row, with the busiest EP
+    rank's default rows (knobs.moe_ep_imbalance) as perfmodel.cost evaluates it."""
     from .. import cost
+    from ..knobs import moe_ep_imbalance
     spec = SimpleNamespace(num_experts=int(experts), experts_per_token=int(topk), hidden_size=int(hidden),
                            intermediate_size=int(inter), weight_dtype=weight_dtype)
-    t, m_e = cost.expert_gemm_formula_s(spec, layout_of(moe_tp, moe_ep), hw,
-                                        np.asarray(num_tokens, dtype=float), prof)
+    t, m_e = cost.expert_gemm_formula_s(spec, layout_of(moe_tp, moe_ep), hw, np.asarray(num_tokens, dtype=float),
+                                        prof, moe_ep_imbalance(int(moe_ep)))
     return t, m_e
 
 
-def read_rows(data_dir: Path, backend: str, version: str, quant: str, kernel: str | None = None):
+def read_rows(data_dir: Path, backend: str, version: str, quant: str, kernel: str | None = None,
+              routing: str = ROUTINGS[0]):
     import pandas as pd
     d = pd.read_parquet(Path(data_dir) / backend / version / "moe_perf.parquet")
-    d = d[(d.moe_dtype == quant.split("_marlin")[0]) & (d.distribution == "balanced")
+    d = d[(d.moe_dtype == quant.split("_marlin")[0]) & (d.distribution == routing)
           & ((d.moe_tp_size == 1) | (d.moe_ep_size == 1))]
     if kernel:
         d = d[d.kernel_source.str.contains(kernel)]
@@ -132,7 +142,8 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
     section = {
         "method": ("t = formula(m_e rows x hit experts, perfmodel.cost) x exp(log_ratio), log_ratio "
                    "bilinear in (log2 split, log2 m_e) (clamped); median over model shapes of "
-                   "log(measured/formula), balanced routing, one MoE layer on one GPU"),
+                   "log(measured/formula), per routing skew (tables '<quant>@<routing>'), one MoE layer on one GPU"),
+        "default_routing": ROUTINGS[0],
         "source": {"repo": REPO, "commit": COMMIT, "reader": READER, "license": "Apache-2.0"},
         "weight_dtype_map": dict(WEIGHT_DTYPE_MAP),
         "framework_fallback": FALLBACK_FRAMEWORK,
@@ -141,13 +152,13 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
     }
     for fw, quants in SOURCES.items():
         section["frameworks"][fw] = {}
-        for quant, (backend, version, kernel) in quants.items():
-            d = read_rows(data_dir, backend, version, quant, kernel)
+        for (quant, (backend, version, kernel)), routing in ((q, r) for q in quants.items() for r in ROUTINGS):
+            d = read_rows(data_dir, backend, version, quant, kernel, routing)
             if d.empty:
                 continue
             d = _with_formula(d, quant.split("_marlin")[0], hw, prof)
             res = d.log_ratio - d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
-            section["frameworks"][fw][quant] = {
+            section["frameworks"][fw][f"{quant}@{routing}"] = {
                 "file": DATA_PATH.format(system=system, backend=backend, version=version),
                 "kernels": sorted(d.kernel_source.unique().tolist()),
                 "rows": int(len(d)),
@@ -156,6 +167,8 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
                 "rms_log_residual": round(float(np.sqrt((res ** 2).mean())), 3),
                 "tables": fit_table(d),
             }
+            if routing != ROUTINGS[0]:
+                continue
             for name, (h, i, e, k) in CHECK_SHAPES.items():
                 c = d[(d.hidden_size == h) & (d.inter_size == i) & (d.num_experts == e) & (d.topk == k)
                       & d.num_tokens.isin(CHECK_TOKENS) & (d.split == 4) & (quant != "bfloat16")]

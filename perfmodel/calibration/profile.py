@@ -89,19 +89,25 @@ class Profile:
         nbytes = np.asarray(nbytes, dtype=float)
         return np.where(nbytes > 0, self.copies[kind].time_s(nbytes), 0.0)
 
-    def moe_factor(self, framework: str, weight_dtype: str, mode: str, split: int, m_e, kernel: str = ""):
+    def moe_factor(self, framework: str, weight_dtype: str, mode: str, split: int, m_e, kernel: str = "",
+                   routing: str = ""):
         """Measured fused-MoE time / perfmodel.cost's formula for `framework`'s kernels on weights
         `weight_dtype`, `mode` 'ep' (split = EP degree) or 'tp' (split = MoE-TP degree), at m_e rows per
         hit expert: exp of the fitted log ratio, bilinear in (log2 split, log2 m_e), clamped to the
         table's range; None when the profile has no table for it (cost.py keeps the formula).
-        `kernel`: a non-default kernel family's table ("<quant>_<kernel>") where the profile has one."""
+        `kernel`: a non-default kernel family's table ("<quant>_<kernel>") where the profile has one.
+        `routing`: the routing skew's table ("<quant>@<routing>", perfmodel.knobs.moe_routing; "" the
+        section's default_routing) where the profile has one, else the unsuffixed table."""
         if not self.moe:
             return None
         fws = self.moe.get("frameworks", {})
         quants = fws.get(framework) or fws.get(self.moe.get("framework_fallback", ""), {})
         quant = self.moe.get("weight_dtype_map", {}).get(weight_dtype, weight_dtype)
-        if kernel and f"{quant}_{kernel}" in quants:
+        if kernel and any(q.split("@")[0] == f"{quant}_{kernel}" for q in quants):
             quant = f"{quant}_{kernel}"
+        routing = routing or self.moe.get("default_routing", "")
+        if routing and f"{quant}@{routing}" in quants:
+            quant = f"{quant}@{routing}"
         tab = quants.get(quant, {}).get("tables", {}).get(mode)
         if not tab:
             return None
