@@ -182,17 +182,16 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     req, steps = res.requests.frame(), res.steps.frame()
     summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
     notes = list(dict.fromkeys(e["note"] for e in res.engines if e.get("note")))
-    # the trace as the run named it (a rerun reads the file by its resolved path, `wl.source`, from any folder)
-    recipe = workload_recipe(wl, workload_args)
     summ.update(policy=rs.policy, layout=deployment_name(res.engines), notes=notes,
                 engines=len(res.engines), model=spec.name, hardware=hw.name, gpus=rs.gpus, weights=weights,
                 kv_dtype=rs.kv_dtype, profile=getattr(prof, "name", None) or "datasheet",
-                trace=recipe["trace"], kv_capacity_tokens=res.kv_capacity_tokens,
+                trace=getattr(wl, "source", ""), kv_capacity_tokens=res.kv_capacity_tokens,
                 max_request_tokens=max(e["kv_capacity_tokens"] for e in res.engines),
                 max_model_len=res.max_model_len, framework=rs.framework, framework_version=rs.framework_version,
                 gpu_memory_utilization=framework.gpu_memory_utilization,
                 step_overhead_ms=round(1e3 * framework.step_overhead_s, 9),  # as given: 0.3, not 0.30000000000000004
                 async_scheduling=framework.schedule_ahead)
+    recipe = workload_recipe(wl, workload_args)
     summ.update(vllm_keys(req, rs, recipe, detail))
     summ["max_in_flight_requests"] = max_in_flight(req)
     summ["config"] = run_config(wl, rs, recipe, prof, framework if custom_framework else None)
