@@ -10,6 +10,8 @@ trip summary.json went through (floats keep every bit), ignoring IGNORED keys.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import json
 import math
@@ -117,7 +119,11 @@ def rerun(path, progress=None):
     rs = run_spec_from_config(cfg["run_spec"])
     check_profile(cfg.get("profile") or {}, rs.hardware, rs.profile, where)
     fw = Framework(**cfg["framework_override"]) if cfg.get("framework_override") else None
-    recipe = {k: v for k, v in cfg["workload"].items() if k not in ("path", "sha256", "synthetic")}
+    recipe = {k: v for k, v in cfg["workload"].items() if k not in ("sha256", "synthetic")}
+    if not cfg["workload"].get("synthetic") and old.get("trace"):
+        # the file is read by its resolved path (from any folder); the run named it as it did (a relative path,
+        # a bundled trace's name resolved): the summary's `trace` stays the run's
+        wl = dataclasses.replace(wl, source=old["trace"])
     return run(wl, rs, progress=progress, framework=fw, workload_args=recipe,
                detail=old.get("input_lens") is not None)
 

@@ -200,6 +200,8 @@ def workload_recipe(wl, workload_args=None) -> dict:
                       else recipe["seed"])
     else:
         path = Path(getattr(wl, "source", "") or "")
+        if not path.is_file() and get("path") and Path(get("path")).is_file():
+            path = Path(get("path"))  # a rerun: the file its run read, found again by its resolved path
         if not path.is_file():
             try:
                 from simulator.workload import resolve_trace_path

@@ -141,6 +141,25 @@ def test_rerun_checks_the_trace_file(tmp_path):
     assert rerun.main([str(tmp_path / "out")]) == 2
 
 
+def test_rerun_of_a_relative_trace_path_reproduces_from_any_folder(tmp_path, monkeypatch):
+    """Regression: a run given a relative trace path recorded it as given, while the rerun, which reads the
+    file by its resolved path, recorded the absolute path, so `simulate rerun` reported a difference (exit 1)
+    in `trace`. The rerun keeps the run's `trace` and reads the file by its recorded path; rerun from the run's folder and from another."""
+    from simulator.cli import main as simulate
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copy(load_trace("burstgpt.csv").source, tmp_path / "runs" / "t.csv")
+    monkeypatch.chdir(tmp_path / "runs")
+    assert simulate(["--trace", "t.csv", "--sample", "50", "--policy", "tp", "--model", "llama-3.1-8b",
+                     "--hardware", "h200", "--gpus", "1", "--profile", "none", "--max-concurrency", "4",
+                     "--out", "out"]) == 0
+    assert json.loads((tmp_path / "runs" / "out" / "summary.json").read_text())["trace"] == "t.csv"
+    assert rerun.main(["out"]) == 0
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert rerun.main([str(tmp_path / "runs" / "out")]) == 0
+
+
 def test_rerun_refuses_an_unrecorded_workload(tmp_path):
     from simulator.workload import rate_scale
 
