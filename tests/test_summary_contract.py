@@ -144,7 +144,8 @@ def test_rerun_checks_the_trace_file(tmp_path):
 def test_rerun_of_a_relative_trace_path_reproduces_from_any_folder(tmp_path, monkeypatch):
     """Regression: a run given a relative trace path recorded it as given, while the rerun, which reads the
     file by its resolved path, recorded the absolute path, so `simulate rerun` reported a difference (exit 1)
-    in `trace`. The rerun keeps the run's `trace` and reads the file by its recorded path; rerun from the run's folder and from another."""
+    in `trace` (and from another folder could not hash the file). The rerun keeps the run's `trace` and reads
+    the file by its recorded path: rerun from the run's folder and from another."""
     from simulator.cli import main as simulate
 
     (tmp_path / "runs").mkdir()
