@@ -3,11 +3,12 @@
 Two harnesses produced the H100 aggregated rows (docs/frameworks.md says which and why):
   aiconfigurator's gap-analysis harness ("aic"): the SGLang, TRT-LLM and vLLM 0.12.0 rows. Its engine
       flags are not recorded upstream; of the two cited candidates (the framework's own defaults at that
-      version, aiconfigurator's `benchmark` rule set) each framework runs the one its rows fit: SGLang and
-      TRT-LLM their defaults, vLLM 0.12 the rule set (docs/fidelity.md gives both results for each).
-      Benchmark: aiperf (bench_run.sh.j2 @ 095f58a5 lines 79-101), fixed lengths, 20 x C measured
-      requests after 2 x C warm-up requests that finish first (aiperf credit_issuing_strategy.py:123-154),
-      so the measured phase starts from an idle engine.
+      version, aiconfigurator's generator limits: aic_benchmark_limits) each framework runs the one its rows
+      fit: SGLang its defaults, TRT-LLM 1.0.0rc3 and vLLM 0.12 the generator's limits (docs/fidelity.md gives
+      both results for each). Benchmark: aiperf (bench_run.sh.j2 @ 095f58a5 lines 79-101), fixed lengths,
+      20 x C measured requests after 2 x C warm-up requests that finish first (aiperf
+      credit_issuing_strategy.py:123-154), so the measured phase starts from an idle engine; each client
+      hands its slot on AIPERF_TURNAROUND_S after a response ends (fitted, below).
   srt-slurm ("srt"): the TRT-LLM and SGLang DeepSeek disagg rows, InferenceX's Dynamo runs of NVIDIA
       srt-slurm recipes (recipes.py: workers, layouts, engine limits and MTP as launched); sa-bench =
       benchmark_serving.py with the InferenceX protocol below.
