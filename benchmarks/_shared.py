@@ -39,3 +39,23 @@ def fit_args(doc: str, sweep: str, values: list, unit: str):
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument(f"--{sweep}", type=float, nargs="+", default=values, help=f"values to try ({unit})")
     return ap.parse_args()
+
+
+def _replay_at(item):
+    name, value, replay_fn, case = item
+    from simulator.validate import harness
+    setattr(harness, name, value)  # (in each worker process: the harness reads it per row)
+    return replay_fn(case)
+
+
+def replay_sweep(rows: list, name: str, values: list, jobs: int, replay_fn=None) -> list:
+    """The fit scripts' sweep: for each value of the constant `name` of simulator.validate.harness, the rows
+    replayed with it (replay_fn, default simulator.validate.replay.replay), one list per value in row order."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    if replay_fn is None:
+        from simulator.validate.replay import replay as replay_fn
+    items = [(name, v, replay_fn, c) for v in values for c in rows]
+    with ProcessPoolExecutor(jobs) as ex:
+        out = list(ex.map(_replay_at, items, chunksize=4))
+    return [out[k * len(rows):(k + 1) * len(rows)] for k in range(len(values))]

@@ -9,23 +9,15 @@ Usage: python benchmarks/fit_client_turnaround.py [--measurements CSV] [--jobs N
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._shared import fit_args  # noqa: E402
+from benchmarks._shared import fit_args, replay_sweep  # noqa: E402
 from simulator.validate import harness as H  # noqa: E402
-from simulator.validate.replay import replay  # noqa: E402
 from simulator.validate.rows import cases, read_measurements  # noqa: E402
-
-
-def _one(item):
-    case, turnaround_s = item
-    H.AIPERF_TURNAROUND_S = turnaround_s  # (each worker process: the harness reads it per row)
-    return replay(case)
 
 
 def _line(name: str, done: list) -> str:
@@ -39,11 +31,9 @@ def main() -> None:
     a = fit_args(__doc__, "ms", [0, 10, 20, 30, 50], "milliseconds")
     found, _ = cases(read_measurements(a.measurements))
     rows = [c for c in found if c.policy == "layout" and H.source_of(c) == "aic"]
-    with ProcessPoolExecutor(a.jobs) as ex:
-        out = list(ex.map(_one, [(c, ms * 1e-3) for ms in a.ms for c in rows], chunksize=4))
+    out = replay_sweep(rows, "AIPERF_TURNAROUND_S", [ms * 1e-3 for ms in a.ms], a.jobs)
     print(f"{len(rows)} aiperf aggregated rows; fitted: vLLM 0.12; held out: TRT-LLM and SGLang")
-    for k, ms in enumerate(a.ms):
-        done = out[k * len(rows):(k + 1) * len(rows)]
+    for ms, done in zip(a.ms, out):
         fit = [r for r in done if r.case.backend == "vllm"]
         held = [r for r in done if r.case.backend != "vllm"]
         print(f"{ms:5.0f} ms: fitted {_line('vLLM', fit)}; held out {_line('TRT-LLM + SGLang', held)}")

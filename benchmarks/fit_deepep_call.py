@@ -8,25 +8,16 @@ Usage: python benchmarks/fit_deepep_call.py [--measurements CSV] [--jobs N] [--u
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._shared import fit_args  # noqa: E402
+from benchmarks._shared import fit_args, replay_sweep  # noqa: E402
 from simulator.validate import harness as H  # noqa: E402
 from simulator.validate.recipes import TRTLLM_DSR1_H100  # noqa: E402
-from simulator.validate.replay import replay  # noqa: E402
 from simulator.validate.rows import cases, read_measurements  # noqa: E402
-
-
-def _one(item):
-    case, call_s = item
-    H.DEEPEP_NORMAL_CALL_S = call_s  # (each worker process: the harness reads it per row)
-    r = replay(case)
-    return call_s, case, r.tpot_rel_err, r.ttft_rel_err
 
 
 def main() -> None:
@@ -42,13 +33,11 @@ def main() -> None:
             dep.append(c)
             if only.mtp == 0:
                 fit_ids.add(c.id)
-    with ProcessPoolExecutor(a.jobs) as ex:
-        out = list(ex.map(_one, [(c, us * 1e-6) for us in a.us for c in dep]))
+    out = replay_sweep(dep, "DEEPEP_NORMAL_CALL_S", [us * 1e-6 for us in a.us], a.jobs)
     print(f"{len(fit_ids)} fitted rows (plain DEP16 recipes), {len(dep) - len(fit_ids)} held out (MTP on DEP16)")
-    for us in a.us:
-        o = [x for x in out if x[0] == us * 1e-6]
-        fit = [x[2] for x in o if x[1].id in fit_ids]
-        held = [x[2] for x in o if x[1].id not in fit_ids]
+    for us, done in zip(a.us, out):
+        fit = [r.tpot_rel_err for r in done if r.case.id in fit_ids]
+        held = [r.tpot_rel_err for r in done if r.case.id not in fit_ids]
         print(f"{us:5.0f} us: fitted TPOT median |err| {np.median(np.abs(fit)):.1%} (bias {np.median(fit):+.1%}); "
               f"held out {np.median(np.abs(held)):.1%} (bias {np.median(held):+.1%})")
     print(f"simulator.validate.harness.DEEPEP_NORMAL_CALL_S = {H.DEEPEP_NORMAL_CALL_S * 1e6:.0f} us")

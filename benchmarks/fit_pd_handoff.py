@@ -8,34 +8,26 @@ Usage: python benchmarks/fit_pd_handoff.py [--measurements CSV] [--jobs N] [--ms
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._shared import fit_args  # noqa: E402
+from benchmarks._shared import fit_args, replay_sweep  # noqa: E402
 from simulator.validate import harness as H  # noqa: E402
 from simulator.validate.rows import cases, read_measurements  # noqa: E402
 from simulator.validate.twins import assign, replay_choices  # noqa: E402
-
-
-def _one(item):
-    case, handoff_s = item
-    H.SGLANG_PD_HANDOFF_S = handoff_s  # (each worker process: the harness reads it per row)
-    return replay_choices(case)
 
 
 def main() -> None:
     a = fit_args(__doc__, "ms", [0, 70, 100, 140, 180], "milliseconds")
     found, _ = cases(read_measurements(a.measurements))
     rows = [c for c in found if c.backend == "sglang" and c.policy == "disagg" and H.dsr1_choices(c)]
-    with ProcessPoolExecutor(a.jobs) as ex:
-        out = list(ex.map(_one, [(c, ms * 1e-3) for ms in a.ms for c in rows]))
+    out = replay_sweep(rows, "SGLANG_PD_HANDOFF_S", [ms * 1e-3 for ms in a.ms], a.jobs, replay_choices)
     print(f"{len(rows)} SGLang DeepSeek disagg rows; fitted: C=1 under max-tp; held out: the rest")
-    for k, ms in enumerate(a.ms):
-        done, _ = assign(out[k * len(rows):(k + 1) * len(rows)])
+    for ms, got in zip(a.ms, out):
+        done, _ = assign(got)
         fit = [r.ttft_rel_err for r in done if r.case.concurrency == 1 and "max-tp" in r.case.layout]
         held = [r.ttft_rel_err for r in done if not (r.case.concurrency == 1 and "max-tp" in r.case.layout)]
         print(f"{ms:5.0f} ms: fitted TTFT ({len(fit)} rows) median |err| {np.median(np.abs(fit)):.1%} "

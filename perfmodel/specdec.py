@@ -24,7 +24,7 @@ import dataclasses
 # acceptance of a draft token given its predecessors were accepted: fitted on the TRT-LLM DeepSeek-R1 TEP16
 # rows (H100) where a plain and an MTP-3 recipe of the same shape ran at one concurrency: their TPOT ratio,
 # in which the base step cost cancels (benchmarks/fit_mtp_acceptance.py prints the fit: 0.50 ... 0.80 tried,
-# 0.65 best, median ratio error 4.7%); the MTP-only rows and the SGLang EAGLE rows are held out
+# 0.65 best, median ratio error 3.7%; 4.7% before the routing-skew MoE tables); the MTP-only rows and the SGLang EAGLE rows are held out
 # It is a property of the workload as much as of the model: sa-bench's prompts are random tokens. On real text
 # DeepSeek-V3's MTP accepts its second token 85-90% of the time (arXiv 2412.19437, section 5.4.3): pass
 # mtp_acceptance for a workload of real text.

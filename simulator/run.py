@@ -27,6 +27,15 @@ from simulator.run_record import (DETAIL_KEYS, WORKLOAD_ARGS, file_sha256, max_i
 from simulator.workload.synthetic import generate, parse_spec
 
 
+def check_client_turnaround(ms, max_concurrency: int, name: str = "--client-turnaround-ms") -> None:
+    """A client turnaround is a number of ms >= 0, and only a closed loop has one (ValueError, one line)."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms < float("inf"):
+        raise ValueError(f"{name} {ms!r} must be a number >= 0")
+    if ms and max_concurrency <= 0:
+        raise ValueError(f"{name} {ms} needs a closed loop (--max-concurrency C): an open loop's requests "
+                         f"arrive at the trace's times, not after a client's turnaround")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """Everything a run is set up with besides the workload (the CLI's flags, a sweep's axes)."""
@@ -63,12 +72,7 @@ class RunSpec:
 
     def __post_init__(self):
         check_knobs(self.gpu_memory_utilization, self.step_overhead_ms)
-        t = self.client_turnaround_ms
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf"):
-            raise ValueError(f"--client-turnaround-ms {t!r} must be a number >= 0")
-        if t and not self.max_concurrency:
-            raise ValueError(f"--client-turnaround-ms {t} needs a closed loop (--max-concurrency C): an open "
-                             f"loop's requests arrive at the trace's times, not after a client's turnaround")
+        check_client_turnaround(self.client_turnaround_ms, self.max_concurrency)
         if self.framework is None:
             object.__setattr__(self, "framework", self.engine.scheduler)
         framework_preset(self.framework, self.framework_version)  # known name and version, or one line

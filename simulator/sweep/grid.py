@@ -42,6 +42,7 @@ import pandas as pd
 
 from perfmodel.framework import check_knobs
 from perfmodel.hardware import load_hardware
+from simulator.run import check_client_turnaround
 
 try:
     import tomllib
@@ -59,6 +60,9 @@ OPTIONS = ("profile", "slo_ttft_ms", "slo_tpot_ms", "seed", "engine", "max_model
            "step_overhead_ms", "nodes", "gpus_per_node", "client_turnaround_ms")  # nodes: the gpus axis is then the total (docs/multinode.md)
 COORDS = ("policy", "policy_args", "layout", "trace", "rate_scale", "model", "hardware", "gpus",
           "weights", "kv_dtype", "max_concurrency", "framework")
+
+
+TURN = "client_turnaround_ms ="  # how the [options] key is named in its errors
 
 
 class GridError(ValueError):
@@ -99,10 +103,10 @@ def expand_grid(grid: dict) -> list[dict]:
                 task["weights"] = task["weights"] or default_weights(task["hardware"])
                 task["rate_scale"] = float(task["rate_scale"])
                 task["gpus"], task["max_concurrency"] = int(task["gpus"]), int(task["max_concurrency"])
-                if options.get("client_turnaround_ms") and task["max_concurrency"] <= 0:
-                    raise GridError(f"[options]: client_turnaround_ms = {options['client_turnaround_ms']} needs a "
-                                    "closed loop: every max_concurrency > 0 (an open loop's requests arrive at "
-                                    "the trace's times)")
+                try:
+                    check_client_turnaround(options.get("client_turnaround_ms", 0.0), task["max_concurrency"], TURN)
+                except ValueError as e:
+                    raise GridError(f"[options]: {e}") from None
                 task = {k: task[k] for k in COORDS}
                 rid = run_id(task, options)
                 if rid in seen:
@@ -126,9 +130,7 @@ def _knob_options(options: dict) -> dict:
     options = dict(options)
     try:
         check_knobs(options.get("gpu_memory_utilization"), options.get("step_overhead_ms"))
-        t = options.get("client_turnaround_ms", 0.0)
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf"):
-            raise ValueError(f"client_turnaround_ms = {t!r} must be a number >= 0")
+        check_client_turnaround(options.get("client_turnaround_ms", 0.0), 1, TURN)
     except ValueError as e:
         raise GridError(f"[options]: {e}") from None
     if "max_model_len" in options:

@@ -36,15 +36,15 @@ DRIVER_MIB = {"h100": 81559}
 # Seconds per inter-node MoE dispatch / combine under DeepEP's normal-mode kernels (perfmodel.framework.
 # Framework.moe_a2a_call_s), FITTED on the TPOT of the H100 TRT-LLM DeepSeek rows whose only recipe is a
 # plain one decoding on DEP16 workers (C = 924, 1845, 4916 at 1k and 308 at 8k: 8 rows, 4 measurements;
-# `python benchmarks/fit_deepep_call.py` tries 0, 100, 150, 200, 250 us: 29.3%, 11.5%, 9.0%, 4.1%, 12.0%,
-# with the recipes' memory fractions); held out: the MTP recipes on DEP16 and every TTFT (docs/fidelity.md).
+# `python benchmarks/fit_deepep_call.py` tries 0, 100, 150, 200, 250 us: 28.9%, 10.2%, 7.5%, 5.5%, 13.3%,
+# with the routing-skew MoE tables of 2026-11-26; 4.1% at 200 us before them); held out: the MTP recipes on DEP16 and every TTFT (docs/fidelity.md).
 DEEPEP_NORMAL_CALL_S = 200e-6
 
 # Seconds from KV transfer end to the first token at the client, SGLang 0.5.8 PD under Dynamo 0.8 (srt-slurm
 # recipes; Framework.pd_handoff_s), FITTED on the TTFT of the 5 SGLang DeepSeek rows at C=1 replayed under the
 # max-tp recipe (an idle deployment: 1k/1k x 2, the 1k/8k max-tp twin, 8k/1k x 2; 211 ms measured at 1k
-# against 65 ms replayed without it; `python benchmarks/fit_pd_handoff.py`: 0, 70, 100, 140, 180 ms -> 69.1%,
-# 36.0%, 21.8%, 2.9%, 16.3%); held out: the other 41 SGLang rows (66.7% -> 32.1%). The mechanism is not
+# against 65 ms replayed without it; `python benchmarks/fit_pd_handoff.py`: 0, 70, 100, 140, 180 ms -> 68.4%,
+# 35.4%, 21.2%, 2.3%, 16.9%); held out: the other 41 SGLang rows (66.1% -> 32.1%). The mechanism is not
 # identified (docs/fidelity.md): the modelled KV transfer is ~2 ms and the decode side's first turn a step.
 SGLANG_PD_HANDOFF_S = 0.140
 
