@@ -13,6 +13,7 @@ import numpy as np
 
 from . import mla, ops
 from .batch import StepBatch, micro_batch
+from .calibration.moe_shapes import shape_key
 from .comm import ep_replicated, padded_tokens, placed, step_calls
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
 from .knobs import moe_ep_imbalance, moe_routing
@@ -79,9 +80,15 @@ def _expert_gemm_s(spec, layout, hw, n_loc, prof, fw: Framework = DEFAULT_FRAMEW
     factor = getattr(prof, "moe_factor", None)
     if factor is not None:
         mode, split = ("ep", layout.ep) if layout.ep > 1 else ("tp", layout.tp)
-        f = factor(fw.name, spec.weight_dtype, mode, split, m_e, fw.moe_kernel, moe_routing(spec))
+        keys = (fw.name, spec.weight_dtype, mode)
+        f = factor(*keys, split, m_e, fw.moe_kernel, moe_routing(spec))
         if f is not None:
-            t = t * f
+            # the kernel's fixed time per layer (its table's floor_ms: launches, routing, the alignment
+            # pass; taken out before the ratio was fitted) + the ratio on the formula's weight/FLOP time
+            t = np.where(n_loc > 0, prof.moe_floor_s(*keys, fw.moe_kernel, moe_routing(spec)), 0.0) + t * f
+            # a shape the table measured itself (a bundled preset's): its own points, not the cross-shape fit
+            shape = shape_key(spec.hidden_size, spec.intermediate_size, spec.num_experts, spec.experts_per_token)
+            t = t * prof.moe_shape_factor(*keys, split, m_e, shape, fw.moe_kernel, moe_routing(spec))
     return t
 
 

@@ -15,8 +15,9 @@ from perfmodel.hardware import load_hardware
 
 HW = load_hardware("h100")
 PROF = resolve_profile(HW, None)
-# gpt-oss mxfp4: one hidden size measured (E=32 and E=128 share the median): decode points off by up to 2.6x
-MAX_POINT_ERR = 2.8
+# the committed points are at bundled presets' own shapes, which are costed at their own measured points
+# (the own-shape tables): every point within 1.35x (the cross-shape fit alone was off by up to 2.6x on gpt-oss)
+MAX_POINT_ERR = 1.35
 NO_MOE = from_dict({k: v for k, v in PROF.data.items() if k != "moe"}, "no_moe")
 
 
@@ -44,8 +45,8 @@ def test_section_provenance():
 
 @pytest.mark.parametrize("model", ["gpt-oss-120b", "minimax-m2.5", "qwen3-235b-a22b", "qwen3-30b-a3b"])
 def test_calibrated_matches_measured_points(model):
-    """Median over shapes is what is fitted: each committed point within MAX_POINT_ERR, and the
-    geometric-mean error over a model's points within 30% (qwen3-30b: 0.79x)."""
+    """A preset's shape measured in the table is costed at its own points: each committed point within
+    MAX_POINT_ERR and the geometric-mean error over a model's points within 10%."""
     pts = [p for p in _points() if p["model"] == model and p["quant"] in ("bfloat16", "fp8_block", "w4a16_mxfp4")]
     assert pts
     errs = []
@@ -57,7 +58,7 @@ def test_calibrated_matches_measured_points(model):
         errs.append(np.log(float(t[0]) * 1e3 / p["latency_ms"]))
     errs = np.array(errs)
     assert np.max(np.abs(errs)) < np.log(MAX_POINT_ERR), (model, np.exp(errs))
-    assert abs(np.mean(errs)) < np.log(1.3), (model, np.exp(np.mean(errs)))
+    assert abs(np.mean(errs)) < np.log(1.1), (model, np.exp(np.mean(errs)))
 
 
 def test_prefill_slower_than_formula():
@@ -91,14 +92,17 @@ def test_unknown_framework_falls_back_and_derived_profile_inherits():
 
 @pytest.mark.parametrize("fw", ["vllm", "trtllm"])
 def test_decode_stays_memory_bound(fw):
-    """A few tokens: the time stays within ~[0.7, 3] x the hit experts' weight bytes at HBM speed."""
+    """A few tokens: the time stays within ~[0.7, 3] x the hit experts' weight bytes at HBM speed, plus
+    the kernel's measured fixed time (its table's floor: 20-35 us for the fp8 families)."""
     spec = _spec(4096, 1536, 128, 8, "fp8")
     lay = cal.layout_of(1, 4)
+    floor = PROF.moe_floor_s(fw, "fp8", "ep")
+    assert 10e-6 < floor < 50e-6
     for n in (1.0, 4.0, 16.0):
         t = float(cost._expert_gemm_s(spec, lay, HW, np.array([n]), PROF, framework_preset(fw))[0])
         hit = 32 * (1 - (1 - 8 / 128) ** n)
         stream = hit * 3 * 4096 * 1536 * 1.0 / (HW.achieved_hbm_gbs * 1e9)
-        assert 0.7 * stream < t < 3.0 * stream + 20e-6, (n, t, stream)
+        assert 0.7 * stream < t < 3.0 * stream + floor + 20e-6, (n, t, stream)
 
 
 def test_writer_keeps_other_bytes():
@@ -124,7 +128,10 @@ def test_marlin_kernel_family_is_its_own_table():
     big, small = np.array([8192.0]), np.array([4.0])
     fw, marlin = framework_preset("vllm"), dataclasses.replace(framework_preset("vllm"), moe_kernel="marlin")
     assert cost._expert_gemm_s(spec, lay, HW, big, PROF, marlin)[0] > 1.5 * cost._expert_gemm_s(spec, lay, HW, big, PROF, fw)[0]
-    assert cost._expert_gemm_s(spec, lay, HW, small, PROF, marlin)[0] < 1.5 * cost._expert_gemm_s(spec, lay, HW, small, PROF, fw)[0]
+    # a few tokens: Marlin's own fixed time (its table's floor, measured at the Kimi-K3 shape) is carried,
+    # not scaled down with the smaller shape: at least that floor, and within 2x the triton kernel
+    t_marlin = cost._expert_gemm_s(spec, lay, HW, small, PROF, marlin)[0]
+    assert PROF.moe_floor_s("vllm", "mxfp4", "tp", "marlin") <= t_marlin < 2.0 * cost._expert_gemm_s(spec, lay, HW, small, PROF, fw)[0]
     # an unknown kernel family keeps the format's own table
     odd = dataclasses.replace(fw, moe_kernel="nonesuch")
     assert cost._expert_gemm_s(spec, lay, HW, big, PROF, odd)[0] == cost._expert_gemm_s(spec, lay, HW, big, PROF, fw)[0]
@@ -146,3 +153,51 @@ def test_routing_skew_picks_the_family_table():
     b = PROF.moe_factor("trtllm", "fp8", "ep", 4, n, routing="power_law_1.01")
     assert np.all(a > 0) and np.all(b > 0) and not np.allclose(a, b)
     assert np.allclose(PROF.moe_factor("trtllm", "fp8", "ep", 4, n), a)  # no routing: the section's default
+
+
+def _synthetic_rows(shape, floor_ms, ratio, splits=(1, 2, 4, 8)):
+    """A kernel table of one shape whose time is a fixed floor_ms plus ratio x the formula (ms)."""
+    import pandas as pd
+    h, i, e, k = shape
+    rows = []
+    for tp in splits:
+        toks = np.array([1, 2, 4, 8, 16, 64, 256, 1024, 4096], dtype=float)
+        t, _ = cal.formula_s(h, i, e, k, "fp8", tp, 1, toks, HW, NO_MOE)
+        for n, f in zip(toks, np.asarray(t) * 1e3):
+            rows.append(dict(hidden_size=h, inter_size=i, num_experts=e, topk=k, moe_tp_size=tp, moe_ep_size=1,
+                             num_tokens=int(n), latency=floor_ms + ratio * f, kernel_source="x"))
+    return pd.DataFrame(rows)
+
+
+def test_floor_carries_to_a_smaller_shape():
+    """A kernel with a fixed time per layer, measured at a large shape only and carried to a small one:
+    the floor + ratio fit keeps the fixed time (within 10% at one token, where it dominates: the 1- and
+    2-token intercept recovers it), the ratio alone scales it down with the shape (25% or more short there);
+    both within 25% where the work dominates."""
+    from perfmodel.calibration.profile import moe_ratio
+    big, small = (7168, 2048, 256, 8), (2048, 768, 128, 8)
+    truth = _synthetic_rows(small, 0.040, 1.5)
+    for floors, ok in ((True, True), (False, False)):
+        tab = cal.fit_table(cal._with_formula(_synthetic_rows(big, 0.040, 1.5), "fp8", HW, NO_MOE, floors))["tp"]
+        d = cal._with_formula(truth, "fp8", HW, NO_MOE, floors)
+        for r in d[(d.moe_tp_size == 8) & d.num_tokens.isin([1, 4096])].itertuples():
+            pred = tab["floor_ms"] + r.formula_ms * float(moe_ratio(tab, 8.0, np.array([r.m_e]))[0])
+            err = pred / r.latency
+            if r.num_tokens == 4096:
+                assert 0.75 < err < 1.25, (floors, r.num_tokens, err)
+            elif ok:
+                assert 0.9 < err < 1.1, (floors, r.num_tokens, err)
+            else:
+                assert err < 0.75, (floors, r.num_tokens, err)
+
+
+def test_own_shape_tables_only_where_measured():
+    """Bundled presets the table measured get their own residual tables; other shapes keep the fit (x1)."""
+    m = PROF.data["moe"]["frameworks"]["trtllm"]["fp8_block@power_law_1.01"]["tables"]["ep"]
+    assert m["shapes"]["7168x2048x256x8"]["model"] in ("deepseek-r1", "deepseek-v3")
+    n = np.array([8.0])
+    assert PROF.moe_shape_factor("trtllm", "fp8", "ep", 16, n, "1x2x3x4", routing="power_law_1.01") == 1.0
+    own = PROF.moe_shape_factor("trtllm", "fp8", "ep", 16, n, "7168x2048x256x8", routing="power_law_1.01")
+    assert np.all(own > 0) and not np.allclose(own, 1.0)
+    assert NO_MOE.moe_shape_factor("trtllm", "fp8", "ep", 16, n, "7168x2048x256x8") == 1.0
+    assert NO_MOE.moe_floor_s("trtllm", "fp8", "ep") == 0.0

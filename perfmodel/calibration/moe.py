@@ -21,6 +21,14 @@ the default busiest-rank rows knobs.moe_ep_imbalance under EP); the ratio carrie
 (fewer experts hit in decode, the hottest expert in prefill). Until 2026-11-26 the `balanced` rows were
 fitted (docs/fidelity.md gives both). perfmodel.cost multiplies the formula by exp(interpolated log ratio).
 
+Since 2026-11-26 each table also carries the kernel's fixed time per layer, `floor_ms` (per mode: the
+intercept of time against the formula through the 1- and 2-token points, floor_intercept_ms), taken out
+before the ratio: t = floor + ratio x formula. Held out one model shape at a time, this form carries a table
+to a shape it never measured better on every multi-shape table (`--loso` prints it; docs/fidelity.md), and
+it is what keeps a small-kernel launch floor when the Marlin table (one Kimi-K3 shape) is carried to
+gpt-oss. Where a table measured a bundled preset's own shape, that preset is costed at its own points
+(moe_shapes.py): the cross-shape fit is only for shapes the table never measured.
+
 CLI (the parquet files are NOT needed at run time; the fit is committed in the profile JSON):
     python -m perfmodel.calibration.moe DATA_DIR [--profile h100_sxm] [--write]
 DATA_DIR holds <backend>/<version>/moe_perf.parquet (e.g. files taken out of the mirror with
@@ -36,6 +44,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+
+from .moe_shapes import add_shape_tables
 
 REPO = "ai-dynamo/aiconfigurator"
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
@@ -64,6 +74,7 @@ FALLBACK_FRAMEWORK = "vllm"  # sglang runs the same triton fused_moe family as v
 MAX_SPLIT = 32  # larger splits clamp to 32 (keeps the shipped profile < 210 kB)
 MARKER = ',\n "moe": '  # the section is written as the profile\'s last key
 X_STEP = 1.0  # log2 m_e grid step
+MIN_ABOVE_FLOOR = 0.05  # the measured time above the floor at the floor's own point (keeps the log finite)
 # model shapes whose measured points are committed for the tests (hidden, inter, experts, topk)
 CHECK_SHAPES = {"gpt-oss-120b": (2880, 2880, 128, 4), "minimax-m2.5": (3072, 1536, 256, 8),
                 "qwen3-235b-a22b": (4096, 1536, 128, 8), "qwen3-30b-a3b": (2048, 768, 128, 8)}
@@ -105,7 +116,7 @@ def read_rows(data_dir: Path, backend: str, version: str, quant: str, kernel: st
     return d[np.maximum(d.moe_tp_size, d.moe_ep_size) <= MAX_SPLIT]
 
 
-def _with_formula(d, quant, hw, prof):
+def _with_formula(d, quant, hw, prof, floors: bool = True):
     """Rows with the formula's time (formula_ms), m_e, log(measured/formula), mode and split."""
     import pandas as pd
     parts = []
@@ -114,10 +125,30 @@ def _with_formula(d, quant, hw, prof):
         t, m_e = formula_s(h, i, e, k, MODEL_DTYPE[quant], tp, ep, g.num_tokens.to_numpy(), hw, prof)
         parts.append(g.assign(formula_ms=np.asarray(t) * 1e3, m_e=np.asarray(m_e)))
     d = pd.concat(parts)
-    d["log_ratio"] = np.log(d.latency / d.formula_ms)
     d["mode"] = np.where(d.moe_ep_size > 1, "ep", "tp")
     d["split"] = np.where(d.moe_ep_size > 1, d.moe_ep_size, d.moe_tp_size)
+    # the kernel's fixed time per layer (launches, top-k, the alignment pass, the reduction), taken out
+    # before the ratio so that a table carried to a smaller shape keeps it (the ratio alone scales it
+    # down with the shape): per mode, floor_intercept_ms
+    d["floor_ms"] = d["mode"].map(floor_intercept_ms(d)) if floors else 0.0
+    d["log_ratio"] = np.log(np.maximum(d.latency - d.floor_ms, MIN_ABOVE_FLOOR * d.latency) / d.formula_ms)
     return d
+
+
+def floor_intercept_ms(d) -> dict:
+    """{mode: fixed ms}: the intercept of time against the formula through each (shape, split)'s 1- and
+    2-token points (both one row per hit expert, so the ratio is shared and cancels: a = t1 - f1 (t2 - t1)
+    / (f2 - f1)), the median over them, within [0, the mode's smallest measured time]."""
+    out = {}
+    for mode, g in d.groupby("mode"):
+        a = []
+        for _, p in g[g.num_tokens.isin([1, 2])].groupby(["hidden_size", "inter_size", "num_experts", "topk", "split"]):
+            p = p.groupby("num_tokens")[["latency", "formula_ms"]].median()
+            if len(p) == 2 and p.formula_ms[2] > p.formula_ms[1]:
+                t1, t2, f1, f2 = p.latency[1], p.latency[2], p.formula_ms[1], p.formula_ms[2]
+                a.append(t1 - f1 * (t2 - t1) / (f2 - f1))
+        out[mode] = float(np.clip(np.median(a), 0.0, g.latency.min())) if a else 0.0
+    return out
 
 
 def fit_table(d) -> dict:
@@ -133,16 +164,19 @@ def fit_table(d) -> dict:
         for s in splits:
             med = g[g.split == s].groupby("x").log_ratio.median()
             rows.append(np.round(np.interp(grid, med.index.to_numpy(), med.to_numpy()), 3).tolist())
-        out[mode] = {"splits": splits, "log2_me": grid.tolist(), "log_ratio": rows}
+        out[mode] = {"splits": splits, "log2_me": grid.tolist(), "log_ratio": rows,
+                     "floor_ms": round(float(g.floor_ms.min()), 4)}
     return out
 
 
-def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
+def fit(data_dir: Path, hw, prof, system: str = "h100_sxm", floors: bool = True, own_shapes: bool = True) -> dict:
     """The profile's `moe` section fitted from the parquet files under data_dir."""
     section = {
-        "method": ("t = formula(m_e rows x hit experts, perfmodel.cost) x exp(log_ratio), log_ratio "
-                   "bilinear in (log2 split, log2 m_e) (clamped); median over model shapes of "
-                   "log(measured/formula), per routing skew (tables '<quant>@<routing>'), one MoE layer on one GPU"),
+        "method": ("t = floor_ms + formula(m_e rows x hit experts, perfmodel.cost) x exp(log_ratio), log_ratio "
+                   "bilinear in (log2 split, log2 m_e) (clamped); floor_ms per mode: the 1-/2-token intercept; "
+                   "log_ratio: median over model shapes of log((measured - floor)/formula), per routing skew "
+                   "(tables '<quant>@<routing>'); a bundled preset's own measured shape: x exp(its own median "
+                   "residual, tables[mode].shapes); one MoE layer on one GPU"),
         "default_routing": ROUTINGS[0],
         "source": {"repo": REPO, "commit": COMMIT, "reader": READER, "license": "Apache-2.0"},
         "weight_dtype_map": dict(WEIGHT_DTYPE_MAP),
@@ -156,8 +190,12 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
             d = read_rows(data_dir, backend, version, quant, kernel, routing)
             if d.empty:
                 continue
-            d = _with_formula(d, quant.split("_marlin")[0], hw, prof)
-            res = d.log_ratio - d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
+            d = _with_formula(d, quant.split("_marlin")[0], hw, prof, floors)
+            med = d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
+            res = np.log((d.floor_ms + d.formula_ms * np.exp(med)) / d.latency)  # log(fit / measured)
+            tables = fit_table(d)
+            if own_shapes:
+                add_shape_tables(tables, d.assign(residual=-res), routing, X_STEP)
             section["frameworks"][fw][f"{quant}@{routing}"] = {
                 "file": DATA_PATH.format(system=system, backend=backend, version=version),
                 "kernels": sorted(d.kernel_source.unique().tolist()),
@@ -165,7 +203,7 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
                 "shapes": len({(h, i, e, k) for h, i, e, k in
                                zip(d.hidden_size, d.inter_size, d.num_experts, d.topk)}),
                 "rms_log_residual": round(float(np.sqrt((res ** 2).mean())), 3),
-                "tables": fit_table(d),
+                "tables": tables,
             }
             if routing != ROUTINGS[0]:
                 continue
@@ -177,6 +215,35 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
                         [fw, quant, name, h, i, e, k, int(r.moe_tp_size), int(r.moe_ep_size),
                          int(r.num_tokens), round(float(r.latency), 5)])
     return section
+
+
+def leave_one_shape_out(data_dir: Path, hw, prof, routing: str = ROUTINGS[0]) -> list[tuple]:
+    """[(framework, quant, shapes, rms ratio-only, rms floor + ratio)]: each multi-shape table refitted
+    without one model shape and evaluated on it (log(fit / measured) over its points, both forms, no
+    own-shape tables): how well each form carries a table to a shape it never measured."""
+    from .profile import moe_ratio
+    out = []
+    for fw, quants in SOURCES.items():
+        for quant, (backend, version, kernel) in quants.items():
+            raw = read_rows(data_dir, backend, version, quant, kernel, routing)
+            key = [tuple(t) for t in raw[["hidden_size", "inter_size", "num_experts", "topk"]].to_numpy()]
+            shapes = sorted(set(key))
+            if len(shapes) < 2:
+                continue
+            rms = []
+            for floors in (False, True):
+                errs = []
+                for s in shapes:
+                    held = np.array([k == s for k in key])
+                    tabs = fit_table(_with_formula(raw[~held], quant.split("_marlin")[0], hw, prof, floors))
+                    te = _with_formula(raw[held], quant.split("_marlin")[0], hw, prof, False)
+                    for (mode, split), g in te.groupby(["mode", "split"]):
+                        if mode in tabs:
+                            t = tabs[mode]["floor_ms"] + g.formula_ms * moe_ratio(tabs[mode], float(split), g.m_e.to_numpy())
+                            errs += list(np.log(t / g.latency))
+                rms.append(float(np.sqrt(np.mean(np.square(errs)))))
+            out.append((fw, quant, len(shapes), *rms))
+    return out
 
 
 def _dumps(obj) -> str:
@@ -203,11 +270,18 @@ def main(argv=None) -> int:
     p.add_argument("--profile", default="h100_sxm", help="profile JSON (name in perfmodel/profiles or path)")
     p.add_argument("--hardware", default="h100")
     p.add_argument("--write", action="store_true", help="write the moe section into the profile JSON")
+    p.add_argument("--loso", action="store_true",
+                   help="print the leave-one-shape-out error of the ratio-only and the floor + ratio fits")
     a = p.parse_args(argv)
     path = Path(a.profile) if Path(a.profile).is_file() else PROFILE_DIR / f"{a.profile}.json"
     d = json.loads(path.read_text())
     d.pop("moe", None)
     prof = from_dict(d, str(path))  # the formula's denominator: GEMM tables without any moe section
+    if a.loso:
+        print("leave one model shape out, rms log(fit / measured) over the held-out shape's points")
+        for fw, q, n, r0, r1 in leave_one_shape_out(a.data_dir, load_hardware(a.hardware), prof):
+            print(f"{fw:7s} {q:12s} shapes {n:2d}  ratio only {r0:.3f}  floor + ratio {r1:.3f}")
+        return 0
     section = fit(a.data_dir, load_hardware(a.hardware), prof)
     for fw, qs in section["frameworks"].items():
         for q, t in qs.items():

@@ -98,6 +98,31 @@ class Profile:
         `kernel`: a non-default kernel family's table ("<quant>_<kernel>") where the profile has one.
         `routing`: the routing skew's table ("<quant>@<routing>", perfmodel.knobs.moe_routing; "" the
         section's default_routing) where the profile has one, else the unsuffixed table."""
+        tab = self._moe_table(framework, weight_dtype, mode, kernel, routing)
+        if not tab:
+            return None
+        return moe_ratio(tab, float(split), np.asarray(m_e, dtype=float))
+
+    def moe_floor_s(self, framework: str, weight_dtype: str, mode: str, kernel: str = "", routing: str = "") -> float:
+        """The fused-MoE kernel's fixed time per layer (seconds) that the table's fit took out before the
+        ratio (its `floor_ms`: the smallest time the table measured in that mode, e.g. vLLM's Marlin MoE
+        0.061 ms at one token on TP16); 0 for a table fitted without one or no table."""
+        tab = self._moe_table(framework, weight_dtype, mode, kernel, routing)
+        return float(tab.get("floor_ms", 0.0)) * 1e-3 if tab else 0.0
+
+    def moe_shape_factor(self, framework: str, weight_dtype: str, mode: str, split: int, m_e, shape: str,
+                         kernel: str = "", routing: str = ""):
+        """Where the table measured this model shape itself (`shape`: calibration.moe.shape_key), the
+        median measured / cross-shape fit at that shape (bilinear like moe_factor); 1 elsewhere."""
+        tab = self._moe_table(framework, weight_dtype, mode, kernel, routing)
+        own = (tab or {}).get("shapes", {}).get(shape)
+        if not own:
+            return 1.0
+        return moe_ratio({"log2_me": tab["log2_me"], "splits": own["splits"], "log_ratio": own["log_ratio"]},
+                          float(split), np.asarray(m_e, dtype=float))
+
+    def _moe_table(self, framework: str, weight_dtype: str, mode: str, kernel: str = "", routing: str = ""):
+        """The `moe` section's table for these keys (moe_factor's lookup), or None."""
         if not self.moe:
             return None
         fws = self.moe.get("frameworks", {})
@@ -108,10 +133,7 @@ class Profile:
         routing = routing or self.moe.get("default_routing", "")
         if routing and f"{quant}@{routing}" in quants:
             quant = f"{quant}@{routing}"
-        tab = quants.get(quant, {}).get("tables", {}).get(mode)
-        if not tab:
-            return None
-        return _moe_ratio(tab, float(split), np.asarray(m_e, dtype=float))
+        return quants.get(quant, {}).get("tables", {}).get(mode)
 
     # ---- provenance ------------------------------------------------------------------------------
     def describe(self, op: str) -> str:
@@ -162,7 +184,7 @@ class Profile:
         return t * (1.0 - share + share * self.hbm_ratio)
 
 
-def _moe_ratio(tab: dict, split: float, m_e):
+def moe_ratio(tab: dict, split: float, m_e):
     grid = np.asarray(tab["log2_me"], dtype=float)
     lr = np.asarray(tab["log_ratio"], dtype=float)  # [split][x]
     ls = np.log2(np.asarray(tab["splits"], dtype=float))
