@@ -17,7 +17,7 @@ from .framework import DEFAULT_FRAMEWORK, FRAMEWORKS, for_hardware, framework_pr
 from .hardware import hardware_names, load_hardware
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
-from .modelspec import load_model, preset_names
+from .modelspec import WEIGHT_CHOICES, default_weights, load_model, preset_names
 
 ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_per_s", "max_context_tokens",
                  "kv_capacity_tokens")
@@ -62,7 +62,7 @@ def estimate_main(args, out=None) -> int:
     hw = load_hardware(args.hardware)
     fw = for_hardware(with_knobs(framework_preset(args.framework, args.framework_version),
                                  args.gpu_memory_utilization, args.step_overhead_ms), hw)
-    weights = args.weights or ("fp8" if hw.has_fp8 else "bf16")  # as simulate: fp8 where the GPU has fp8
+    weights = args.weights or default_weights(args.model, hw.has_fp8)  # as simulate (modelspec.default_weights)
     spec = load_model(args.model, weights=weights, kv=args.kv_dtype)
     prof = resolve_profile(hw, args.profile)
     hw, args.gpus = cluster(hw, args.nodes, args.gpus_per_node, args.gpus)  # node size used; total GPUs
@@ -125,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 8); with --nodes or --gpus-per-node and no --gpus, every GPU of the cluster")
     e.add_argument("--nodes", type=int, default=1, help="nodes, joined by the preset's NICs (docs/multinode.md)")
     e.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's, at most that)")
-    e.add_argument("--weights", choices=("bf16", "fp8"), help="weight dtype (default: fp8 where the hardware has fp8, "
-                   "else bf16)")
+    e.add_argument("--weights", choices=WEIGHT_CHOICES, help="weight dtype (default: the checkpoint's own format where its "
+                   "config declares one, e.g. gpt-oss mxfp4, DeepSeek fp8; else fp8 where the hardware has fp8, else bf16)")
     e.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache dtype")
     e.add_argument("--input", type=int, default=4096, help="input tokens per request")
     e.add_argument("--output", type=int, default=250, help="output tokens per request")

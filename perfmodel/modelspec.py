@@ -318,3 +318,33 @@ def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16") -> Mo
         raise ValueError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
     name = path.stem if path.parent == MODELS_DIR else str(path)
     return from_config(cfg, name=name, weights=weights, kv=kv)
+
+
+# weight formats a checkpoint's quantization_config declares that the model runs in as is
+# (quant_method -> ModelSpec.weight_dtype): gpt-oss's mxfp4 experts, DeepSeek/MiniMax block-scaled fp8
+CHECKPOINT_WEIGHTS = {"mxfp4": "mxfp4", "fp8": "fp8"}
+WEIGHT_CHOICES = ("bf16", "fp8", "mxfp4")  # what --weights accepts
+
+
+def checkpoint_weights(name_or_path: str) -> str | None:
+    """The weight format the checkpoint itself is stored in, where its config's quantization_config says
+    one the model knows (CHECKPOINT_WEIGHTS); None for an unquantised config or another method (e.g.
+    Kimi-K2.5's compressed-tensors int4, not modelled)."""
+    try:
+        cfg = json.loads(resolve_model_path(name_or_path).read_text())
+    except (ValueError, OSError):
+        return None  # load_model reports what is wrong with it, in one line
+    if not isinstance(cfg, dict):
+        return None
+    q = cfg.get("quantization_config") or (cfg.get("text_config") or {}).get("quantization_config") or {}
+    if not isinstance(q, dict):
+        return None
+    return CHECKPOINT_WEIGHTS.get(str(q.get("quant_method", "")).lower())
+
+
+def default_weights(name_or_path: str, has_fp8: bool) -> str:
+    """--weights when none is given: the checkpoint's own format where its config declares one (serving
+    engines load a quantised checkpoint as stored: an mxfp4 model is never run as fp8, and an fp8 one runs
+    weight-only W8A16 on GPUs without fp8 tensor cores); else fp8 where the GPU has fp8, else bf16."""
+    return checkpoint_weights(name_or_path) or ("fp8" if has_fp8 else "bf16")
+

@@ -31,7 +31,7 @@ from perfmodel.framework import DEFAULT_FRAMEWORK
 from perfmodel.hardware import hardware_names, load_hardware
 from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError
-from perfmodel.modelspec import preset_names
+from perfmodel.modelspec import WEIGHT_CHOICES, preset_names
 
 from simulator.cluster.router import ROUTERS
 from simulator.engine.config import FRAMEWORK_ENGINE, LOCKSTEPS, SCHEDULE_ORDERS, framework_engine
@@ -107,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1, help="nodes of the cluster, joined by the preset's NICs; ranks "
                    "are placed node-major (docs/multinode.md)")
     p.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's, at most that)")
-    p.add_argument("--weights", choices=("bf16", "fp8"), help="default: fp8 where the hardware has fp8, else bf16")
+    p.add_argument("--weights", choices=WEIGHT_CHOICES,
+                   help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
+                        "DeepSeek fp8), else fp8 where the hardware has fp8, else bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache data type")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
     p.add_argument("--router", default="least-tokens", choices=ROUTERS, help="how requests are spread over engines")

@@ -16,7 +16,7 @@ from perfmodel.deploy import cluster, layout_name
 from perfmodel.framework import check_knobs, for_hardware, framework_preset, with_async, with_knobs
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
-from perfmodel.modelspec import load_model
+from perfmodel.modelspec import default_weights, load_model
 from simulator import make_callable
 from simulator.cluster.simulate import SimConfig, SimResult, simulate
 from simulator.engine.config import EngineConfig, framework_engine
@@ -44,7 +44,7 @@ class RunSpec:
     model: str = "llama-3.3-70b"  # preset, HF id or config.json
     hardware: str = "h200"
     gpus: int = 8  # GPUs the deployment uses in all, placed node-major: at most nodes x gpus_per_node
-    weights: str | None = None  # None: fp8 where the hardware has fp8 tensor cores, else bf16
+    weights: str | None = None  # None: the checkpoint's format, else fp8 where the hardware has fp8, else bf16
     kv_dtype: str = "bf16"
     profile: str | None = None  # None: the hardware's calibrated profile; "none": datasheet; a name or path
     layout: str | None = None
@@ -169,9 +169,10 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     if rs.hbm_gb is not None:
         hw = dataclasses.replace(hw, hbm_bytes=float(rs.hbm_gb) * 1e9)
     hw, _ = cluster(hw, rs.nodes, rs.gpus_per_node, rs.gpus)  # rs.gpus fits nodes x gpus_per_node, or one line
-    # default: fp8 where the GPU has fp8 tensor cores, else bf16. fp8 asked for on a GPU without them
-    # runs as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
-    weights = rs.weights or ("fp8" if hw.has_fp8 else "bf16")
+    # default: the checkpoint's own format where its config declares one (mxfp4, fp8), else fp8 where the GPU
+    # has fp8 tensor cores, else bf16 (perfmodel.modelspec.default_weights). fp8 on a GPU without them runs
+    # as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
+    weights = rs.weights or default_weights(rs.model, hw.has_fp8)
     spec = model_spec(rs.model, weights, rs.kv_dtype)
     framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms), rs.async_scheduling,
                            rs.step_overhead_ms)

@@ -26,7 +26,7 @@ def test_help_shows_the_defaults(capsys):
     assert e.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     for shown in ("(default: llama-3.3-70b)", "(default: h200)", "(default: 8)", "(default: shift)",
-                  "default: fp8 where the hardware has fp8", "(default: burstgpt.csv)", "(default: vllm)",
+                  "default: the checkpoint's own format", "(default: burstgpt.csv)", "(default: vllm)",
                   "(default: table)"):
         assert shown in text, shown
     for sub in (["sweep", "--help"], ["validate", "--help"], ["policies", "--help"]):

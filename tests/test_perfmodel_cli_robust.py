@@ -207,7 +207,7 @@ def help_text(argv, capsys) -> str:
 def test_every_subcommand_help_shows_defaults(capsys):
     text = help_text(["estimate"], capsys)
     for needle in ("(default: llama-3.3-70b)", "(default: h200)", "(default: 8)", "(default: 4096)",
-                   "(default: 250)", "(default: fp8 where the hardware has fp8, else bf16)", "(default: vllm)",
+                   "(default: 250)", "(default: the checkpoint's own format", "(default: vllm)",
                    "(default: dp,tp,sp,shift)", "(default: 256)", "(default: 0.9)", "(default: table)"):
         assert needle in text, needle
     for sub, needles in (("models", ["(default: table)"]), ("hardware", ["(default: table)"]),

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from perfmodel.layout import LayoutError
+from perfmodel.modelspec import WEIGHT_CHOICES
 from simulator.recommend.candidates import KINDS
 from simulator.recommend.plot import pareto_plot
 
@@ -37,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "--gpus-per-node when either is given)")
     p.add_argument("--nodes", type=int, default=1, help="nodes, joined by the preset's NICs (docs/multinode.md)")
     p.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's)")
-    p.add_argument("--weights", choices=("bf16", "fp8"), help="default: fp8 where the hardware has fp8, else bf16")
+    p.add_argument("--weights", choices=WEIGHT_CHOICES,
+                   help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
+                        "DeepSeek fp8), else fp8 where the hardware has fp8, else bf16")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
     p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE))
     p.add_argument("--slo-ttft-ms", type=float, required=True, help="TTFT SLO per request (ms)")

@@ -27,6 +27,7 @@ def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: f
     all (None: every GPU of `nodes` x `gpus_per_node`, or 8 on one node; perfmodel.deploy.cluster's rule).
     `executor`: 'local' (processes here) or 'ray' (simulator.sweep.executors.run_ray)."""
     from perfmodel.deploy import cluster
+    from perfmodel.modelspec import default_weights
     from simulator.run import hardware_and_profile, model_spec
 
     t0 = time.perf_counter()
@@ -37,7 +38,7 @@ def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: f
         raise ValueError("--executor ray needs Ray, which is not installed: pip install 'parallelism-sim[ray]'")
     hw, prof = hardware_and_profile(hardware, profile)
     hw, gpus = cluster(hw, nodes, gpus_per_node, gpus)  # the node size used and the total; bad sizes raise
-    w = weights or ("fp8" if hw.has_fp8 else "bf16")
+    w = weights or default_weights(model, hw.has_fp8)  # as simulate (perfmodel.modelspec.default_weights)
     spec = model_spec(model, w, "bf16")
     fw = framework_preset(framework)
     cands, dropped = cand_mod.generate(spec, hw, gpus, fw, kinds, prof)

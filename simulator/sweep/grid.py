@@ -5,7 +5,7 @@
 
 GRID.toml: a [grid] table (or several [[grid]] tables, concatenated) whose keys are axes; a
 scalar is a one-value axis. Axes: policies, layouts, traces, rate_scales, models, hardware, gpus,
-weights (default, as simulate: fp8 where the hardware has fp8, else bf16), kv_dtypes,
+weights (default, as simulate: the checkpoint's format, else fp8 where the hardware has fp8, else bf16), kv_dtypes,
 max_concurrency, frameworks (vllm, sglang, trtllm: each one's scheduler and memory rule; default vllm). [grid.policy_args] maps a policy to a list of argument tables (one run each;
 default one run with none). [options]: profile ("none" = datasheet, default the hardware's
 profile), slo_ttft_ms, slo_tpot_ms, seed, engine (EngineConfig fields), and the knobs `simulate`
@@ -42,6 +42,7 @@ import pandas as pd
 
 from perfmodel.framework import check_knobs
 from perfmodel.hardware import load_hardware
+from perfmodel.modelspec import default_weights as model_default_weights
 from simulator.run import check_client_turnaround
 
 try:
@@ -100,7 +101,7 @@ def expand_grid(grid: dict) -> list[dict]:
             for args in _as_list(pargs.get(coords["policy"], [{}])):
                 task = {"policy_args": json.dumps(dict(sorted(args.items()))), **coords}
                 task["layout"] = task["layout"] or ""
-                task["weights"] = task["weights"] or default_weights(task["hardware"])
+                task["weights"] = task["weights"] or default_weights(task["model"], task["hardware"])
                 task["rate_scale"] = float(task["rate_scale"])
                 task["gpus"], task["max_concurrency"] = int(task["gpus"]), int(task["max_concurrency"])
                 try:
@@ -116,13 +117,15 @@ def expand_grid(grid: dict) -> list[dict]:
     return tasks
 
 
-def default_weights(hardware: str) -> str:
-    """simulate's default: fp8 where the hardware has fp8 tensor cores, else bf16 (an unknown hardware
-    keeps fp8 here and fails as a run, with its error in the row)."""
+def default_weights(model: str, hardware: str) -> str:
+    """simulate's default (perfmodel.modelspec.default_weights): the checkpoint's own format, else fp8 where
+    the hardware has fp8 tensor cores, else bf16 (an unknown hardware keeps fp8 here and fails as a run,
+    with its error in the row)."""
     try:
-        return "fp8" if load_hardware(hardware).has_fp8 else "bf16"
+        has_fp8 = load_hardware(hardware).has_fp8
     except (ValueError, FileNotFoundError):
-        return "fp8"
+        has_fp8 = True
+    return model_default_weights(model, has_fp8)
 
 
 def _knob_options(options: dict) -> dict:

@@ -1,0 +1,60 @@
+"""Regression (2026-11-26): with no --weights, a quantised checkpoint was modelled in the hardware's default
+format: gpt-oss-120b (mxfp4 experts) as fp8 on an H100, i.e. ~1.9x its weight bytes and a third of its KV
+capacity, and DeepSeek-V3 (fp8) as bf16 on an A100, which no engine does. The default is now the format
+the checkpoint's quantization_config declares (perfmodel.modelspec.default_weights), else fp8 where the
+hardware has fp8, else bf16; `--weights mxfp4` can be asked for."""
+import json
+
+import pytest
+
+from perfmodel.cli import main as perfmodel_main
+from perfmodel.modelspec import checkpoint_weights, default_weights
+from simulator.cli import main as simulate_main
+from simulator.sweep.grid import default_weights as grid_default_weights
+
+
+@pytest.mark.parametrize("model, has_fp8, want", [
+    ("gpt-oss-120b", True, "mxfp4"), ("gpt-oss-120b", False, "mxfp4"),
+    ("deepseek-v3", False, "fp8"), ("minimax-m2.5", False, "fp8"),
+    ("llama-3.1-8b", True, "fp8"), ("llama-3.1-8b", False, "bf16"),
+    ("kimi-k2.5", True, "fp8"),  # compressed-tensors int4: not a format the model has, the hardware default
+])
+def test_default_is_the_checkpoint_format(model, has_fp8, want):
+    assert default_weights(model, has_fp8) == want
+
+
+def test_unreadable_config_leaves_the_error_to_load_model(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    assert checkpoint_weights(str(bad)) is None
+    assert checkpoint_weights(str(tmp_path / "missing.json")) is None
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"quantization_config": "fp8"}))
+    assert checkpoint_weights(str(odd)) is None
+
+
+def _estimate(capsys, *extra) -> dict:
+    rc = perfmodel_main(["estimate", "--model", "gpt-oss-120b", "--hardware", "h100_sxm", "--gpus", "2",
+                         "--strategies", "tp", "--format", "json", *extra])
+    out = capsys.readouterr().out
+    assert rc == 0
+    return json.loads(out)[0]
+
+
+def test_perfmodel_estimate_uses_the_mxfp4_checkpoint(capsys):
+    default, mx, fp8 = _estimate(capsys), _estimate(capsys, "--weights", "mxfp4"), _estimate(capsys, "--weights", "fp8")
+    assert default["weights"] == "mxfp4"
+    assert default["kv_capacity_tokens"] == mx["kv_capacity_tokens"]
+    # 4.25 bits per expert weight against 8: far more room for KV on two 80 GB GPUs
+    assert default["kv_capacity_tokens"] > 2 * fp8["kv_capacity_tokens"]
+
+
+def test_simulate_and_sweep_default_alike(capsys):
+    rc = simulate_main(["--model", "gpt-oss-120b", "--hardware", "h100", "--gpus", "2", "--policy", "tp",
+                        "--profile", "none", "--trace", "synthetic:poisson?n=5&rate=2&input=128&output=8",
+                        "--format", "json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert json.loads(cap.out)["weights"] == "mxfp4"
+    assert grid_default_weights("gpt-oss-120b", "h100") == "mxfp4"
+    assert grid_default_weights("llama-3.1-8b", "a100_80gb") == "bf16"
