@@ -95,7 +95,7 @@ def _expert_gemm_s(spec, layout, hw, n_loc, prof, fw: Framework = DEFAULT_FRAMEW
 def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework):
     """(gemm, elementwise) seconds of one layer on one GPU for `tokens` new tokens."""
     tp, sp = layout.tp, layout.sp
-    d, dh, wd = spec.hidden_size, spec.head_dim, spec.weight_dtype
+    d, dh, wd = spec.hidden_size, spec.head_dim, spec.dense_weight_dtype  # (routed experts: spec.weight_dtype)
     n_loc = padded_tokens(tokens, sp) / sp
     if spec.is_mla:  # q_a/kv_a replicated, q_b/o over heads (kv_b: in attention, perfmodel/mla.py)
         q_tp, kv_tp = mla.ew_widths(spec, tp)

@@ -38,17 +38,18 @@ def weight_bytes_per_gpu(spec, layout, ffn_owner_group: int = 1) -> float:
     replicates, EP splits routed experts (full width) instead of TP. `ffn_owner_group` > 1: SiDP,
     each FFN layer stored on one of that many GPUs."""
     tp, pp = layout.tp, layout.pp
-    b = spec.weight_bytes_per_param
+    b = spec.weight_bytes_per_param  # routed experts
+    bd = DTYPE_BYTES[spec.dense_weight_dtype]  # attention, dense FFN, shared experts (bf16 under mxfp4)
     layers = max(layout.layers_per_stage(spec.num_layers))
     frac = layers / spec.num_layers
     rep = spec.attn_params_replicated_per_layer  # MLA's q_a/kv_a: whole on every TP rank (0 for GQA)
-    attn = spec.num_layers * ((spec.attn_params_per_layer - rep) / tp + rep) * frac * b
-    routed = spec.num_moe_layers * spec.num_experts * spec.ffn_params(spec.intermediate_size)
+    attn = spec.num_layers * ((spec.attn_params_per_layer - rep) / tp + rep) * frac * bd
+    routed = spec.routed_expert_params
     ffn_other = spec.ffn_params_total - routed
     # routed experts: over EP across DP ranks; over all tp ranks when TP-sharded or EP lies inside the TP
     # group (ep < tp also TP-shards each expert over tp / ep)
     routed_split = layout.ep if layout.ep > 1 and not ep_replicated(layout) else tp
-    ffn = (ffn_other / tp + routed / routed_split) * frac * b
+    ffn = (ffn_other / tp * bd + routed / routed_split * b) * frac
     ffn = ffn / ffn_owner_group
     hi = DTYPE_BYTES["bf16"]  # embeddings / LM head / norms stay bf16 in fp8 checkpoints
     vocab = spec.vocab_size * spec.hidden_size / tp * hi * (1 if spec.tie_embeddings or pp > 1 else 2)
@@ -98,7 +99,7 @@ def sidp_plan(spec, hw, dp: int, tp: int = 1, cache_slots: int = 2,
     from .layout import ParallelLayout
 
     layout = ParallelLayout(tp=tp)
-    per_layer_ffn = spec.ffn_params_total / spec.num_layers * spec.weight_bytes_per_param / tp
+    per_layer_ffn = spec.ffn_bytes_total / spec.num_layers / tp
     return plan(spec, layout, hw, fw, extra_bytes_per_gpu=cache_slots * per_layer_ffn, ffn_owner_group=dp)
 
 

@@ -116,7 +116,27 @@ class ModelSpec:
     # ---- storage --------------------------------------------------------------------
     @property
     def weight_bytes_per_param(self) -> float:
+        """Bytes of a routed-expert parameter (and of every linear layer's, except under mxfp4)."""
         return DTYPE_BYTES[self.weight_dtype]
+
+    @property
+    def dense_weight_dtype(self) -> str:
+        """Weight format of attention projections, dense FFNs and shared experts. mxfp4 (gpt-oss's scheme)
+        quantises the routed experts only: vLLM's Mxfp4Config gives FusedMoE layers its MoE method and
+        every other linear layer the unquantised one, and gpt-oss's quantization_config keeps self_attn,
+        the router, the embedding and the LM head out (`modules_to_not_convert`). fp8 checkpoints quantise
+        every linear layer."""
+        return "bf16" if self.weight_dtype == "mxfp4" else self.weight_dtype
+
+    @property
+    def routed_expert_params(self) -> int:
+        return self.num_moe_layers * self.num_experts * self.ffn_params(self.intermediate_size)
+
+    @property
+    def ffn_bytes_total(self) -> float:
+        """FFN weight bytes of the whole model: routed experts in weight_dtype, the rest in dense_weight_dtype."""
+        routed = self.routed_expert_params
+        return routed * self.weight_bytes_per_param + (self.ffn_params_total - routed) * DTYPE_BYTES[self.dense_weight_dtype]
 
     @property
     def kv_bytes_per_elem(self) -> float:
@@ -209,9 +229,11 @@ class ModelSpec:
 
     @property
     def weight_bytes(self) -> float:
-        """All weights in bytes; embeddings and norms stay bf16 when weights are fp8 (vLLM)."""
+        """All weights in bytes; embeddings and norms stay bf16 when weights are fp8 (vLLM); under mxfp4 the
+        attention projections too (dense_weight_dtype)."""
         hi = self.embedding_params + self.norm_params
-        return (self.num_params - hi) * self.weight_bytes_per_param + hi * DTYPE_BYTES["bf16"]
+        attn = self.num_layers * self.attn_params_per_layer
+        return (attn * DTYPE_BYTES[self.dense_weight_dtype] + self.ffn_bytes_total + hi * DTYPE_BYTES["bf16"])
 
     # ---- per-token costs ----------------------------------------------------------------
     @property

@@ -53,12 +53,12 @@ class SiDPConfig:
 
 def ffn_layer_bytes(spec, tp: int = 1) -> float:
     """Bytes of one layer's FFN weights on one GPU of a replica (the unit a WaS fetch moves)."""
-    return spec.ffn_params_total / spec.num_layers * spec.weight_bytes_per_param / tp
+    return spec.ffn_bytes_total / spec.num_layers / tp
 
 
 def ffn_gemm_s(spec, hw, rows, tp: int = 1, prof=None):
     """One layer's FFN GEMMs (gate/up, down) on `rows` tokens with the replica's 1/tp of the weights."""
-    f, d, wd = spec.dense_ffn_width / tp, spec.hidden_size, spec.weight_dtype
+    f, d, wd = spec.dense_ffn_width / tp, spec.hidden_size, spec.dense_weight_dtype
     return ops.gemm_time_s(rows, 2 * f, d, wd, hw, prof) + ops.gemm_time_s(rows, d, f, wd, hw, prof)
 
 

@@ -58,3 +58,36 @@ def test_simulate_and_sweep_default_alike(capsys):
     assert json.loads(cap.out)["weights"] == "mxfp4"
     assert grid_default_weights("gpt-oss-120b", "h100") == "mxfp4"
     assert grid_default_weights("llama-3.1-8b", "a100_80gb") == "bf16"
+
+
+def test_mxfp4_quantises_the_routed_experts_only():
+    """Regression (2026-11-26): under mxfp4 every linear layer was costed and stored at 4.25 bits, while
+    gpt-oss keeps attention, router, embedding and LM head in bf16 (its quantization_config
+    `modules_to_not_convert`; vLLM's Mxfp4Config quantises FusedMoE layers only). The checkpoint the model
+    card publishes is 60.8 GiB for 116.8B parameters (gpt-oss model card, arXiv 2508.10925): now within 1%
+    (it was 59.4 GiB, 2.3% short)."""
+    from perfmodel.modelspec import load_model
+    s = load_model("gpt-oss-120b", weights="mxfp4")
+    assert s.dense_weight_dtype == "bf16" and load_model("gpt-oss-120b", weights="fp8").dense_weight_dtype == "fp8"
+    assert abs(s.num_params / 116.8e9 - 1) < 0.01
+    assert abs(s.weight_bytes / 2**30 / 60.8 - 1) < 0.01
+
+
+def test_mxfp4_attention_reads_bf16_weights():
+    """A decode step's attention projections read bf16 weights under mxfp4: the same time as a bf16 model's
+    (the experts differ), more than an fp8 model's."""
+    import numpy as np
+
+    from perfmodel import cost
+    from perfmodel.hardware import load_hardware
+    from perfmodel.layout import ParallelLayout
+    from perfmodel.modelspec import load_model
+    hw, lay, n = load_hardware("h100_sxm"), ParallelLayout(tp=2), np.array([4.0])
+    attn = {}
+    for w in ("mxfp4", "bf16", "fp8"):
+        spec = load_model("gpt-oss-120b", weights=w)
+        # the layer's GEMMs without its routed experts: a dense-FFN-free layer (the MoE term set aside)
+        full = cost._layer_gemm_ew_s(spec, lay, hw, n, True, None, cost.DEFAULT_FRAMEWORK)[0]
+        attn[w] = float((full - cost._expert_gemm_s(spec, lay, hw, n, None))[0])
+    assert attn["mxfp4"] == pytest.approx(attn["bf16"], rel=1e-9)
+    assert attn["mxfp4"] > 1.1 * attn["fp8"]  # (it was below the fp8 one: 4.25-bit attention weights)
