@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--nodes", type=int, default=1, help="nodes, joined by the preset's NICs (docs/multinode.md)")
     e.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's, at most that)")
     e.add_argument("--weights", choices=WEIGHT_CHOICES, help="weight dtype (default: the checkpoint's own format where its "
-                   "config declares one, e.g. gpt-oss mxfp4, DeepSeek fp8; else fp8 where the hardware has fp8, else bf16)")
+                   "config declares one, e.g. gpt-oss mxfp4, DeepSeek fp8, Kimi-K2.5 int4; else fp8 where the hardware has fp8, "
+                   "else bf16)")
     e.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache dtype")
     e.add_argument("--input", type=int, default=4096, help="input tokens per request")
     e.add_argument("--output", type=int, default=250, help="output tokens per request")

@@ -15,7 +15,10 @@ from .hfconfig import config_name, derived_max_model_len, spec_fields, text_conf
 MODELS_DIR = Path(__file__).parent / "models"
 
 # Bytes per element of each supported storage dtype.
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "mxfp4": 0.53125}  # mxfp4: 4 bit + 8-bit scale per 32
+# mxfp4: 4 bit + an 8-bit scale per 32; int4: 4 bit + a 16-bit scale per 32 (compressed-tensors
+# pack-quantized, group_size 32: Kimi-K2.5's experts)
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "mxfp4": 0.53125, "int4": 0.5625}
+EXPERTS_ONLY = ("mxfp4", "int4")  # 4-bit W4A16 schemes that quantise the routed experts only
 
 # Hugging Face ids of the bundled presets (matched case-insensitively, with or without -Instruct).
 HF_IDS = {
@@ -124,9 +127,10 @@ class ModelSpec:
         """Weight format of attention projections, dense FFNs and shared experts. mxfp4 (gpt-oss's scheme)
         quantises the routed experts only: vLLM's Mxfp4Config gives FusedMoE layers its MoE method and
         every other linear layer the unquantised one, and gpt-oss's quantization_config keeps self_attn,
-        the router, the embedding and the LM head out (`modules_to_not_convert`). fp8 checkpoints quantise
-        every linear layer."""
-        return "bf16" if self.weight_dtype == "mxfp4" else self.weight_dtype
+        the router, the embedding and the LM head out (`modules_to_not_convert`). So does int4 as
+        Kimi-K2.5 ships it (compressed-tensors `ignore`: self_attn, shared_experts, the dense MLPs,
+        lm_head). fp8 checkpoints quantise every linear layer."""
+        return "bf16" if self.weight_dtype in EXPERTS_ONLY else self.weight_dtype
 
     @property
     def routed_expert_params(self) -> int:
@@ -345,13 +349,22 @@ def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16") -> Mo
 # weight formats a checkpoint's quantization_config declares that the model runs in as is
 # (quant_method -> ModelSpec.weight_dtype): gpt-oss's mxfp4 experts, DeepSeek/MiniMax block-scaled fp8
 CHECKPOINT_WEIGHTS = {"mxfp4": "mxfp4", "fp8": "fp8"}
-WEIGHT_CHOICES = ("bf16", "fp8", "mxfp4")  # what --weights accepts
+WEIGHT_CHOICES = ("bf16", "fp8", "mxfp4", "int4")  # what --weights accepts
+
+
+def _compressed_tensors_int4(q: dict) -> bool:
+    """A compressed-tensors config of 4-bit integer weights in groups of 32 on Linear layers, attention
+    left out (Kimi-K2.5's: the experts-only int4 that `int4` models)."""
+    groups = [g.get("weights") or {} for g in (q.get("config_groups") or {}).values() if isinstance(g, dict)]
+    ignore = " ".join(str(x) for x in q.get("ignore") or [])
+    return (any(w.get("num_bits") == 4 and w.get("type") == "int" and w.get("group_size") == 32 for w in groups)
+            and "self_attn" in ignore)
 
 
 def checkpoint_weights(name_or_path: str) -> str | None:
     """The weight format the checkpoint itself is stored in, where its config's quantization_config says
-    one the model knows (CHECKPOINT_WEIGHTS); None for an unquantised config or another method (e.g.
-    Kimi-K2.5's compressed-tensors int4, not modelled)."""
+    one the model knows (CHECKPOINT_WEIGHTS, or compressed-tensors int4 in groups of 32 with attention
+    left out: `int4`); None for an unquantised config or another method."""
     try:
         cfg = json.loads(resolve_model_path(name_or_path).read_text())
     except (ValueError, OSError):
@@ -361,7 +374,10 @@ def checkpoint_weights(name_or_path: str) -> str | None:
     q = cfg.get("quantization_config") or (cfg.get("text_config") or {}).get("quantization_config") or {}
     if not isinstance(q, dict):
         return None
-    return CHECKPOINT_WEIGHTS.get(str(q.get("quant_method", "")).lower())
+    method = str(q.get("quant_method", "")).lower()
+    if method == "compressed-tensors":
+        return "int4" if _compressed_tensors_int4(q) else None
+    return CHECKPOINT_WEIGHTS.get(method)
 
 
 def default_weights(name_or_path: str, has_fp8: bool) -> str:

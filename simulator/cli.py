@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=int, help="GPUs of each node (default: the preset's, at most that)")
     p.add_argument("--weights", choices=WEIGHT_CHOICES,
                    help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
-                        "DeepSeek fp8), else fp8 where the hardware has fp8, else bf16")
+                        "DeepSeek fp8, Kimi-K2.5 int4), else fp8 where the hardware has fp8, else bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache data type")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
     p.add_argument("--router", default="least-tokens", choices=ROUTERS, help="how requests are spread over engines")

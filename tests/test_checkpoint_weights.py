@@ -2,7 +2,7 @@
 format: gpt-oss-120b (mxfp4 experts) as fp8 on an H100, i.e. ~1.9x its weight bytes and a third of its KV
 capacity, and DeepSeek-V3 (fp8) as bf16 on an A100, which no engine does. The default is now the format
 the checkpoint's quantization_config declares (perfmodel.modelspec.default_weights), else fp8 where the
-hardware has fp8, else bf16; `--weights mxfp4` can be asked for."""
+hardware has fp8, else bf16; `--weights mxfp4` and `--weights int4` can be asked for."""
 import json
 
 import pytest
@@ -17,7 +17,7 @@ from simulator.sweep.grid import default_weights as grid_default_weights
     ("gpt-oss-120b", True, "mxfp4"), ("gpt-oss-120b", False, "mxfp4"),
     ("deepseek-v3", False, "fp8"), ("minimax-m2.5", False, "fp8"),
     ("llama-3.1-8b", True, "fp8"), ("llama-3.1-8b", False, "bf16"),
-    ("kimi-k2.5", True, "fp8"),  # compressed-tensors int4: not a format the model has, the hardware default
+    ("kimi-k2.5", True, "int4"), ("kimi-k2.5", False, "int4"),  # compressed-tensors int4, experts only
 ])
 def test_default_is_the_checkpoint_format(model, has_fp8, want):
     assert default_weights(model, has_fp8) == want
@@ -91,3 +91,27 @@ def test_mxfp4_attention_reads_bf16_weights():
         attn[w] = float((full - cost._expert_gemm_s(spec, lay, hw, n, None))[0])
     assert attn["mxfp4"] == pytest.approx(attn["bf16"], rel=1e-9)
     assert attn["mxfp4"] > 1.1 * attn["fp8"]  # (it was below the fp8 one: 4.25-bit attention weights)
+
+
+def test_int4_is_kimi_experts_only_and_has_its_own_kernel_table(tmp_path):
+    """Kimi-K2.5 ships int4 experts (compressed-tensors, 4-bit ints in groups of 32) with attention, shared
+    experts, dense MLPs and LM head left out: 4.5 bits per expert weight, bf16 elsewhere, and vLLM's Marlin
+    int4 MoE table (aiconfigurator vLLM 0.19.0 `int4_wo`). A compressed-tensors config that quantises
+    attention too is not taken for it."""
+    from perfmodel.calibration.profile import resolve_profile
+    from perfmodel.hardware import load_hardware
+    from perfmodel.modelspec import load_model, resolve_model_path
+    s = load_model("kimi-k2.5", weights="int4")
+    assert s.dense_weight_dtype == "bf16" and s.weight_bytes_per_param == 4.5 / 8
+    fp8 = load_model("kimi-k2.5", weights="fp8")
+    assert 0.5 < s.weight_bytes / fp8.weight_bytes < 0.65
+    prof = resolve_profile(load_hardware("h100_sxm"), None)
+    import numpy as np
+    n = np.array([1.0, 64.0])
+    assert prof.moe_factor("vllm", "int4", "ep", 8, n) is not None
+    assert not np.allclose(prof.moe_factor("vllm", "int4", "ep", 8, n), prof.moe_factor("vllm", "mxfp4", "ep", 8, n))
+    cfg = json.loads(resolve_model_path("kimi-k2.5").read_text())
+    cfg["text_config"]["quantization_config"]["ignore"] = ["lm_head"]
+    every = tmp_path / "config.json"
+    every.write_text(json.dumps(cfg))
+    assert checkpoint_weights(str(every)) is None

@@ -178,8 +178,8 @@ def test_floor_carries_to_a_smaller_shape():
     big, small = (7168, 2048, 256, 8), (2048, 768, 128, 8)
     truth = _synthetic_rows(small, 0.040, 1.5)
     for floors, ok in ((True, True), (False, False)):
-        tab = cal.fit_table(cal._with_formula(_synthetic_rows(big, 0.040, 1.5), "fp8", HW, NO_MOE, floors))["tp"]
-        d = cal._with_formula(truth, "fp8", HW, NO_MOE, floors)
+        tab = cal.fit_table(cal.with_formula(_synthetic_rows(big, 0.040, 1.5), "fp8", HW, NO_MOE, floors))["tp"]
+        d = cal.with_formula(truth, "fp8", HW, NO_MOE, floors)
         for r in d[(d.moe_tp_size == 8) & d.num_tokens.isin([1, 4096])].itertuples():
             pred = tab["floor_ms"] + r.formula_ms * float(moe_ratio(tab, 8.0, np.array([r.m_e]))[0])
             err = pred / r.latency

@@ -45,7 +45,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .moe_shapes import add_shape_tables
+from .moe_shapes import add_shape_tables, leave_one_shape_out
 
 REPO = "ai-dynamo/aiconfigurator"
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
@@ -54,22 +54,27 @@ READER = ("aic-core/rust/aiconfigurator-core/src/perf_database/table_view.rs:899
           "collector/vllm/collect_moe.py:542,702,772 (rank-local experts, [num_tokens, hidden] input, ms)")
 
 # which table each serving framework's kernels come from, per aiconfigurator quant mode: the
-# version nearest the e2e runs (vLLM 0.18 / 0.11 rows; TRT-LLM 1.0-1.3 rows). vLLM's only
-# Hopper W4A16 mxfp4 rows are in 0.24.0, from two kernel families that are fitted apart: the triton
-# OAI kernel (gpt-oss shapes; vLLM's default on Hopper when triton_kernels is installed) and Marlin
-# (a Kimi-K3 shape; what VLLM_MXFP4_USE_MARLIN=1 selects). A key "<quant>_<kernel>" is that kernel
-# family's table (Framework.moe_kernel picks it); the third item filters kernel_source (None: all).
+# version nearest the e2e runs (vLLM 0.18 / 0.11 rows; TRT-LLM 1.0-1.3 rows). A value is (backend, version,
+# kernel_source filter or None, the rows' moe_dtype when it is not the key's). vLLM's only Hopper W4A16
+# mxfp4 rows are in 0.24.0, from two kernel families that are fitted apart: the triton OAI kernel (gpt-oss
+# shapes; vLLM's default on Hopper when triton_kernels is installed) and Marlin (a Kimi-K3 shape; what
+# VLLM_MXFP4_USE_MARLIN=1 selects). int4 W4A16 (compressed-tensors WNA16, Kimi-K2.5's experts) runs vLLM's
+# Marlin int4 MoE, measured at 11 shapes in 0.19.0 (`int4_wo`, kernel_source vllm_marlin_int4_moe). It is
+# NOT used for the mxfp4 Marlin rows: carried to gpt-oss it is 2.5x the 0.24 mxfp4 Marlin table at 1024
+# tokens (TP2: 2.17 vs 0.84 ms per layer) and put the gpt-oss rows' TPOT 73% too slow (docs/fidelity.md).
+# A key "<quant>_<kernel>" is that kernel family's table (Framework.moe_kernel picks it).
 SOURCES = {
     "vllm": {"bfloat16": ("vllm", "0.19.0", None), "fp8_block": ("vllm", "0.19.0", None),
-             "w4a16_mxfp4": ("vllm", "0.24.0", "oaitriton"), "w4a16_mxfp4_marlin": ("vllm", "0.24.0", "marlin")},
+             "w4a16_mxfp4": ("vllm", "0.24.0", "oaitriton"), "w4a16_mxfp4_marlin": ("vllm", "0.24.0", "marlin"),
+             "w4a16_int4": ("vllm", "0.19.0", "marlin", "int4_wo")},
     "trtllm": {"bfloat16": ("trtllm", "1.3.0rc20", None), "fp8_block": ("trtllm", "1.3.0rc20", None),
                "w4a16_mxfp4": ("trtllm", "1.3.0rc20", None)},
 }
 # ModelSpec.weight_dtype -> aiconfigurator quant mode. fp8 -> fp8_block: the fp8 MoE checkpoints
 # served (Qwen3-*-FP8, MiniMax-M2.5, DeepSeek) are 128x128 block-scaled. Per-tensor fp8 tables are
-# not committed (no model here maps to them; the shipped profile must stay < 210 kB).
-WEIGHT_DTYPE_MAP = {"bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp4"}
-MODEL_DTYPE = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "w4a16_mxfp4": "mxfp4"}
+# not committed (no model here maps to them; the shipped profile must stay small).
+WEIGHT_DTYPE_MAP = {"bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp4", "int4": "w4a16_int4"}
+MODEL_DTYPE = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "w4a16_mxfp4": "mxfp4", "w4a16_int4": "int4"}
 FALLBACK_FRAMEWORK = "vllm"  # sglang runs the same triton fused_moe family as vLLM
 MAX_SPLIT = 32  # larger splits clamp to 32 (keeps the shipped profile < 210 kB)
 MARKER = ',\n "moe": '  # the section is written as the profile\'s last key
@@ -105,18 +110,24 @@ def formula_s(hidden, inter, experts, topk, weight_dtype, moe_tp, moe_ep, num_to
     return t, m_e
 
 
-def read_rows(data_dir: Path, backend: str, version: str, quant: str, kernel: str | None = None,
+def source(quant: str, src: tuple) -> tuple:
+    """(backend, version, kernel filter, the rows' moe_dtype) of a SOURCES entry."""
+    backend, version, kernel, *dtype = src
+    return backend, version, kernel, (dtype[0] if dtype else quant.split("_marlin")[0])
+
+
+def read_rows(data_dir: Path, backend: str, version: str, data_dtype: str, kernel: str | None = None,
               routing: str = ROUTINGS[0]):
     import pandas as pd
     d = pd.read_parquet(Path(data_dir) / backend / version / "moe_perf.parquet")
-    d = d[(d.moe_dtype == quant.split("_marlin")[0]) & (d.distribution == routing)
+    d = d[(d.moe_dtype == data_dtype) & (d.distribution == routing)
           & ((d.moe_tp_size == 1) | (d.moe_ep_size == 1))]
     if kernel:
         d = d[d.kernel_source.str.contains(kernel)]
     return d[np.maximum(d.moe_tp_size, d.moe_ep_size) <= MAX_SPLIT]
 
 
-def _with_formula(d, quant, hw, prof, floors: bool = True):
+def with_formula(d, quant, hw, prof, floors: bool = True):
     """Rows with the formula's time (formula_ms), m_e, log(measured/formula), mode and split."""
     import pandas as pd
     parts = []
@@ -186,11 +197,12 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm", floors: bool = True,
     }
     for fw, quants in SOURCES.items():
         section["frameworks"][fw] = {}
-        for (quant, (backend, version, kernel)), routing in ((q, r) for q in quants.items() for r in ROUTINGS):
-            d = read_rows(data_dir, backend, version, quant, kernel, routing)
+        for (quant, src), routing in ((q, r) for q in quants.items() for r in ROUTINGS):
+            backend, version, kernel, data_dtype = source(quant, src)
+            d = read_rows(data_dir, backend, version, data_dtype, kernel, routing)
             if d.empty:
                 continue
-            d = _with_formula(d, quant.split("_marlin")[0], hw, prof, floors)
+            d = with_formula(d, quant.split("_marlin")[0], hw, prof, floors)
             med = d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
             res = np.log((d.floor_ms + d.formula_ms * np.exp(med)) / d.latency)  # log(fit / measured)
             tables = fit_table(d)
@@ -215,35 +227,6 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm", floors: bool = True,
                         [fw, quant, name, h, i, e, k, int(r.moe_tp_size), int(r.moe_ep_size),
                          int(r.num_tokens), round(float(r.latency), 5)])
     return section
-
-
-def leave_one_shape_out(data_dir: Path, hw, prof, routing: str = ROUTINGS[0]) -> list[tuple]:
-    """[(framework, quant, shapes, rms ratio-only, rms floor + ratio)]: each multi-shape table refitted
-    without one model shape and evaluated on it (log(fit / measured) over its points, both forms, no
-    own-shape tables): how well each form carries a table to a shape it never measured."""
-    from .profile import moe_ratio
-    out = []
-    for fw, quants in SOURCES.items():
-        for quant, (backend, version, kernel) in quants.items():
-            raw = read_rows(data_dir, backend, version, quant, kernel, routing)
-            key = [tuple(t) for t in raw[["hidden_size", "inter_size", "num_experts", "topk"]].to_numpy()]
-            shapes = sorted(set(key))
-            if len(shapes) < 2:
-                continue
-            rms = []
-            for floors in (False, True):
-                errs = []
-                for s in shapes:
-                    held = np.array([k == s for k in key])
-                    tabs = fit_table(_with_formula(raw[~held], quant.split("_marlin")[0], hw, prof, floors))
-                    te = _with_formula(raw[held], quant.split("_marlin")[0], hw, prof, False)
-                    for (mode, split), g in te.groupby(["mode", "split"]):
-                        if mode in tabs:
-                            t = tabs[mode]["floor_ms"] + g.formula_ms * moe_ratio(tabs[mode], float(split), g.m_e.to_numpy())
-                            errs += list(np.log(t / g.latency))
-                rms.append(float(np.sqrt(np.mean(np.square(errs)))))
-            out.append((fw, quant, len(shapes), *rms))
-    return out
 
 
 def _dumps(obj) -> str:
