@@ -105,14 +105,15 @@ class Profile:
 
     def moe_floor_s(self, framework: str, weight_dtype: str, mode: str, kernel: str = "", routing: str = "") -> float:
         """The fused-MoE kernel's fixed time per layer (seconds) that the table's fit took out before the
-        ratio (its `floor_ms`: the smallest time the table measured in that mode, e.g. vLLM's Marlin MoE
-        0.061 ms at one token on TP16); 0 for a table fitted without one or no table."""
+        ratio (its `floor_ms`: the intercept of time against the formula through the 1- and 2-token points,
+        calibration.moe.floor_intercept_ms; e.g. 60 us for vLLM's Marlin mxfp4 MoE); 0 for a table fitted
+        without one or no table."""
         tab = self._moe_table(framework, weight_dtype, mode, kernel, routing)
         return float(tab.get("floor_ms", 0.0)) * 1e-3 if tab else 0.0
 
     def moe_shape_factor(self, framework: str, weight_dtype: str, mode: str, split: int, m_e, shape: str,
                          kernel: str = "", routing: str = ""):
-        """Where the table measured this model shape itself (`shape`: calibration.moe.shape_key), the
+        """Where the table measured this model shape itself (`shape`: calibration.moe_shapes.shape_key), the
         median measured / cross-shape fit at that shape (bilinear like moe_factor); 1 elsewhere."""
         tab = self._moe_table(framework, weight_dtype, mode, kernel, routing)
         own = (tab or {}).get("shapes", {}).get(shape)
