@@ -148,8 +148,11 @@ class Profile:
             if not self.gemm:
                 return f"datasheet roofline ({own} has no GEMM rows)"
             note = self.notes.get("gemm", "")
+            moe = ("; routed experts: the `moe` section's measured fused-MoE tables per framework and format "
+                   "(a fixed time per layer + a ratio to this grid; a bundled preset's own measured shape "
+                   "where the table has it)") if self.moe else ""
             return (f"{src}: gemm {'/'.join(sorted(self.gemm))} efficiency grid, trilinear in log m, n, k "
-                    "(edge efficiency x roofline outside the grid)" + (f"; {note}" if note else ""))
+                    "(edge efficiency x roofline outside the grid)" + (f"; {note}" if note else "") + moe)
         if op in ("attention", "attention_prefill", "attention_decode"):
             if not (self.prefill or self.decode):
                 return f"datasheet roofline ({own} has no attention rows)"
