@@ -100,6 +100,24 @@ def test_serving_commands():
     assert "--tp 2 --dp 2" in c["sglang"] and "--tp_size 2 --pp_size 2" in c["trtllm"] and c["note"] is None
     moe = commands({"policy": "layout", "degrees": {"dp": 8, "tp": 1, "pp": 1, "sp": 1, "ep": 8}}, "qwen3-30b-a3b", 8)
     assert "--enable-expert-parallel" in moe["vllm"]
+
+
+def test_serving_commands_for_the_two_kinds_of_ep():
+    """Regression (2026-11-26): every EP layout got SGLang's `--enable-dp-attention` next to its own --tp, so
+    tp=16,ep=8 (EP inside TP) read `--tp 16 --dp 1 ... --enable-dp-attention` and dp=8,ep=8 (attention DP)
+    read `--tp 1 --dp 8`, which SGLang serves on one GPU; TRT-LLM got `--tp_size 1 --ep_size 8`."""
+    def cmd(**deg):
+        return commands({"policy": "layout", "degrees": {"pp": 1, "sp": 1, **deg}}, "qwen3-30b-a3b", 16)
+    adp = cmd(dp=8, tp=1, ep=8)  # attention DP: 8 DP ranks form one EP group
+    assert "--tp 8 --dp 8 --enable-dp-attention --ep-size 8" in adp["sglang"]
+    assert "--tp_size 8 --pp_size 1 --ep_size 8" in adp["trtllm"] and "enable_attention_dp" in adp["trtllm"]
+    assert "--data-parallel-size 8 --enable-expert-parallel" in adp["vllm"] and adp["note"] is None
+    inside = cmd(dp=1, tp=16, ep=8)  # EP inside the TP group, each expert TP-sharded over 2
+    assert "--tp 16 --dp 1 --ep-size 8" in inside["sglang"] and "dp-attention" not in inside["sglang"]
+    assert "--tp_size 16 --pp_size 1 --ep_size 8" in inside["trtllm"]
+    assert "EP 16 there, not 8" in inside["note"]  # vLLM cannot ask for ep < tp
+    two = cmd(dp=4, tp=1, ep=2)  # two attention-DP EP groups of 2 ranks
+    assert "--tp 2 --dp 2 --enable-dp-attention --ep-size 2" in two["sglang"] and "x 2 replicas" in two["sglang"]
     shift = commands({"policy": "shift", "policy_args": {"threshold": "512"}, "deployment": "base: sp=8 / shift: tp=8"},
                      "llama-3.3-70b", 8)
     assert "ArcticInference" in shift["note"] and "--shift-parallel-threshold 512" in shift["vllm"]

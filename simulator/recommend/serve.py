@@ -116,26 +116,50 @@ def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None)
         sglang = f"python -m sglang.launch_server --model-path {m} --tp {tp_all}"
         trt = f"trtllm-serve {m} --tp_size {tp_all}"
     else:
-        vllm = (f"vllm serve {m} --tensor-parallel-size {tp} --pipeline-parallel-size {pp} "
-                f"--data-parallel-size {dp}")
-        if sp > 1:
-            vllm += f" --ulysses-sequence-parallel-size {sp}"
-        if ep > 1:
-            vllm += " --enable-expert-parallel"
-        sglang = f"python -m sglang.launch_server --model-path {m} --tp {tp * sp} --dp {dp}"
-        if pp > 1:
-            sglang += f" --pp-size {pp}"
-        if ep > 1:
-            sglang += f" --ep-size {ep} --enable-dp-attention"
-        trt = f"trtllm-serve {m} --tp_size {tp * sp} --pp_size {pp}"
-        if ep > 1:
-            trt += f" --ep_size {ep}"
-        if dp > 1 and ep == 1:
-            trt += f"  # x {dp} replicas behind a load balancer (trtllm-serve has no data-parallel flag)"
-    notes = [PLUGIN[policy]] if policy in PLUGIN else []
+        vllm, sglang, trt, ep_notes = _static_commands(m, tp, pp, dp, sp, ep)
+    notes = ([PLUGIN[policy]] if policy in PLUGIN else []) + (ep_notes if policy not in ("shift",) else [])
     multi = _multinode_note(d, gpus, gpus_per_node or gpus)
     if multi:
         notes.append(multi)
     if sp > 1 and policy != "shift":
         notes.append(PLUGIN["sp"] + "; SGLang / TRT-LLM lines run the same GPUs as TP instead")
     return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": "; ".join(notes) or None}
+
+
+def _static_commands(m: str, tp: int, pp: int, dp: int, sp: int, ep: int) -> tuple:
+    """(vllm, sglang, trtllm, notes) of a static layout. With EP, the layout is one of two kinds
+    (perfmodel.comm.ep_replicated): EP inside each instance's TP group (ep <= tp: every rank holds every
+    token) or EP across attention-DP ranks (ep > tp: ep // tp DP ranks of tp GPUs form one EP group, and
+    dp // (ep // tp) such groups serve as replicas). Each engine spells them differently:
+      vLLM: --enable-expert-parallel makes EP = TP x DP (all of the engine's GPUs), so ep < tp or replicas
+            of an EP group cannot be asked for (noted);
+      SGLang: attention DP is --tp <EP group GPUs> --dp <DP ranks> --enable-dp-attention, plain --dp is
+            replicas;
+      TRT-LLM: --ep_size inside --tp_size; attention DP is `enable_attention_dp: true` in the
+            --extra_llm_api_options YAML (no CLI flag)."""
+    notes = []
+    attn_dp = ep // tp if ep > tp else 1  # DP ranks inside one EP group
+    replicas = max(1, dp // attn_dp)  # instances serving side by side
+    vllm = f"vllm serve {m} --tensor-parallel-size {tp} --pipeline-parallel-size {pp} --data-parallel-size {dp}"
+    if sp > 1:
+        vllm += f" --ulysses-sequence-parallel-size {sp}"
+    if ep > 1:
+        vllm += " --enable-expert-parallel"
+        if tp * dp != ep:
+            notes.append(f"vLLM's --enable-expert-parallel spans all TP x DP ranks: EP {tp * dp} there, not {ep}")
+    sglang = f"python -m sglang.launch_server --model-path {m}"
+    if attn_dp > 1:
+        sglang += f" --tp {tp * attn_dp} --dp {attn_dp} --enable-dp-attention --ep-size {ep}"
+    else:
+        sglang += f" --tp {tp * sp} --dp {dp}" + (f" --ep-size {ep}" if ep > 1 else "")
+    if pp > 1:
+        sglang += f" --pp-size {pp}"
+    trt = f"trtllm-serve {m} --tp_size {tp * sp * attn_dp} --pp_size {pp}" + (f" --ep_size {ep}" if ep > 1 else "")
+    if attn_dp > 1:
+        trt += "  # with enable_attention_dp: true in --extra_llm_api_options"
+    if replicas > 1:
+        if attn_dp > 1:  # (SGLang's plain --dp serves replicas itself)
+            sglang += f"  # x {replicas} replicas behind a router"
+        trt += f"  # x {replicas} replicas behind a load balancer (trtllm-serve has no data-parallel flag)"
+    return vllm, sglang, trt, notes
+
