@@ -149,3 +149,15 @@ def test_pp_ttft_bound_holds_without_dividing_by_pp():
             alone = estimate(lay, spec, hw, 4, int(inp[i]), 2, prof, framework_preset("vllm", None),
                              SchedulerLimits(int(inp[i]), 1024), None, spec.max_model_len)["ttft_ms"]
             assert req["ttft_ms"].iloc[i] >= LATENCY_MARGIN * alone, (lay, i)
+
+
+def test_disagg_serving_commands_carry_each_pool_layout():
+    """Regression (2026-11-26): a disaggregated pool's EP / attention-DP layout was dropped from its command
+    lines (a dp=8,tp=1,ep=8 decode pool was served as `--tp 1`)."""
+    c = commands({"policy": "disagg", "policy_args": {"prefill": "1x(tp=8)", "decode": "1x(dp=8,tp=1,ep=8)"}},
+                 "deepseek-v3", 16)
+    assert "--disaggregation-mode decode --tp 8 --dp 8 --enable-dp-attention --ep-size 8" in c["sglang"]
+    assert "--disaggregation-mode prefill --tp 8 --dp 1 --disaggregation" in c["sglang"]
+    assert "generation x1: trtllm-serve deepseek-v3 --tp_size 8 --pp_size 1 --ep_size 8 --port" in c["trtllm"]
+    assert "--data-parallel-size 8 --enable-expert-parallel --port 8200" in c["vllm"]
+    assert "decode TRT-LLM: with enable_attention_dp" in c["note"]

@@ -64,25 +64,31 @@ def disagg_commands(row: dict, m: str) -> dict:
 
     a = row.get("policy_args") or {}
     p, d = parse_pool(a["prefill"], "prefill"), parse_pool(a["decode"], "decode")
-    tp_p, tp_d = p.layout.tp * p.layout.sp, d.layout.tp * d.layout.sp
-    vpp_p, vpp_d = (f" --pipeline-parallel-size {x.layout.pp}" if x.layout.pp > 1 else "" for x in (p, d))
-    tpp_p, tpp_d = (f" --pp_size {x.layout.pp}" if x.layout.pp > 1 else "" for x in (p, d))
-    vllm = (f"prefill x{p.count}: vllm serve {m} --tensor-parallel-size {tp_p}{vpp_p} --port 8100 "
-            f"--kv-transfer-config {NIXL}; decode x{d.count}: vllm serve {m} --tensor-parallel-size {tp_d}{vpp_d} "
+    notes = [DISAGG_NOTE.format(np=p.count, nd=d.count)]
+    flags = {}
+    for role, pool in (("prefill", p), ("decode", d)):  # each pool instance's layout (its dp: attention DP)
+        lay = pool.layout
+        v, g, t, n = parallel_flags(lay.tp, lay.pp, lay.dp, lay.sp, lay.ep)
+        t_flags, _, t_comment = t.partition("  # ")
+        flags[role] = (v, g.partition("  # ")[0], t_flags)
+        notes += [f"{role}: {x}" for x in n] + ([f"{role} TRT-LLM: {t_comment}"] if t_comment else [])
+    (vp, gp, tp_), (vd, gd, td) = flags["prefill"], flags["decode"]
+    vllm = (f"prefill x{p.count}: vllm serve {m} {vp} --port 8100 "
+            f"--kv-transfer-config {NIXL}; decode x{d.count}: vllm serve {m} {vd} "
             f"--port 8200 --kv-transfer-config {NIXL}; proxy: python "
             "toy_proxy_server.py --port 8000 --prefiller-hosts P_HOSTS --prefiller-ports 8100 --decoder-hosts "
             "D_HOSTS --decoder-ports 8200 (vLLM tests/v1/kv_connector/nixl_integration)")
     sglang = (f"prefill x{p.count}: python -m sglang.launch_server --model-path {m} --disaggregation-mode prefill "
-              f"--tp {tp_p} --disaggregation-transfer-backend nixl --port 30000; decode x{d.count}: python -m "
-              f"sglang.launch_server --model-path {m} --disaggregation-mode decode --tp {tp_d} "
+              f"{gp} --disaggregation-transfer-backend nixl --port 30000; decode x{d.count}: python -m "
+              f"sglang.launch_server --model-path {m} --disaggregation-mode decode {gd} "
               "--disaggregation-transfer-backend nixl --port 30001; router: python -m sglang_router.launch_router "
               "--pd-disaggregation --prefill http://P_HOST:30000 --decode http://D_HOST:30001")
-    trt = (f"context x{p.count}: trtllm-serve {m} --tp_size {tp_p}{tpp_p} --port 8001 --extra_llm_api_options "
-           f"ctx.yaml; generation x{d.count}: trtllm-serve {m} --tp_size {tp_d}{tpp_d} --port 8002 "
+    trt = (f"context x{p.count}: trtllm-serve {m} {tp_} --port 8001 --extra_llm_api_options "
+           f"ctx.yaml; generation x{d.count}: trtllm-serve {m} {td} --port 8002 "
            "--extra_llm_api_options gen.yaml (both: cache_transceiver_config backend UCX or "
            "NIXL); then: trtllm-serve disaggregated -c disagg.yaml (context_servers / generation_servers: "
            f"num_instances {p.count} / {d.count} and their urls)")
-    return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": DISAGG_NOTE.format(np=p.count, nd=d.count)}
+    return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": "; ".join(notes)}
 
 
 def _multinode_note(d: dict, gpus: int, per_node: int) -> str | None:
@@ -127,7 +133,13 @@ def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None)
 
 
 def _static_commands(m: str, tp: int, pp: int, dp: int, sp: int, ep: int) -> tuple:
-    """(vllm, sglang, trtllm, notes) of a static layout. With EP, the layout is one of two kinds
+    """(vllm, sglang, trtllm, notes) of a static layout (parallel_flags behind each engine's command)."""
+    v, g, t, notes = parallel_flags(tp, pp, dp, sp, ep)
+    return f"vllm serve {m} {v}", f"python -m sglang.launch_server --model-path {m} {g}", f"trtllm-serve {m} {t}", notes
+
+
+def parallel_flags(tp: int, pp: int, dp: int, sp: int, ep: int) -> tuple:
+    """(vllm, sglang, trtllm flags, notes) of a layout. With EP, the layout is one of two kinds
     (perfmodel.comm.ep_replicated): EP inside each instance's TP group (ep <= tp: every rank holds every
     token) or EP across attention-DP ranks (ep > tp: ep // tp DP ranks of tp GPUs form one EP group, and
     dp // (ep // tp) such groups serve as replicas). Each engine spells them differently:
@@ -140,21 +152,20 @@ def _static_commands(m: str, tp: int, pp: int, dp: int, sp: int, ep: int) -> tup
     notes = []
     attn_dp = ep // tp if ep > tp else 1  # DP ranks inside one EP group
     replicas = max(1, dp // attn_dp)  # instances serving side by side
-    vllm = f"vllm serve {m} --tensor-parallel-size {tp} --pipeline-parallel-size {pp} --data-parallel-size {dp}"
+    vllm = f"--tensor-parallel-size {tp} --pipeline-parallel-size {pp} --data-parallel-size {dp}"
     if sp > 1:
         vllm += f" --ulysses-sequence-parallel-size {sp}"
     if ep > 1:
         vllm += " --enable-expert-parallel"
         if tp * dp != ep:
             notes.append(f"vLLM's --enable-expert-parallel spans all TP x DP ranks: EP {tp * dp} there, not {ep}")
-    sglang = f"python -m sglang.launch_server --model-path {m}"
     if attn_dp > 1:
-        sglang += f" --tp {tp * attn_dp} --dp {attn_dp} --enable-dp-attention --ep-size {ep}"
+        sglang = f"--tp {tp * attn_dp} --dp {attn_dp} --enable-dp-attention --ep-size {ep}"
     else:
-        sglang += f" --tp {tp * sp} --dp {dp}" + (f" --ep-size {ep}" if ep > 1 else "")
+        sglang = f"--tp {tp * sp} --dp {dp}" + (f" --ep-size {ep}" if ep > 1 else "")
     if pp > 1:
         sglang += f" --pp-size {pp}"
-    trt = f"trtllm-serve {m} --tp_size {tp * sp * attn_dp} --pp_size {pp}" + (f" --ep_size {ep}" if ep > 1 else "")
+    trt = f"--tp_size {tp * sp * attn_dp} --pp_size {pp}" + (f" --ep_size {ep}" if ep > 1 else "")
     if attn_dp > 1:
         trt += "  # with enable_attention_dp: true in --extra_llm_api_options"
     if replicas > 1:
@@ -162,4 +173,3 @@ def _static_commands(m: str, tp: int, pp: int, dp: int, sp: int, ep: int) -> tup
             sglang += f"  # x {replicas} replicas behind a router"
         trt += f"  # x {replicas} replicas behind a load balancer (trtllm-serve has no data-parallel flag)"
     return vllm, sglang, trt, notes
-
