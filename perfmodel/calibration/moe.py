@@ -62,10 +62,17 @@ READER = ("aic-core/rust/aiconfigurator-core/src/perf_database/table_view.rs:899
 # Marlin int4 MoE, measured at 11 shapes in 0.19.0 (`int4_wo`, kernel_source vllm_marlin_int4_moe). It is
 # NOT used for the mxfp4 Marlin rows: carried to gpt-oss it is 2.5x the 0.24 mxfp4 Marlin table at 1024
 # tokens (TP2: 2.17 vs 0.84 ms per layer) and put the gpt-oss rows' TPOT 73% too slow (docs/fidelity.md).
+# Its fixed time per layer is used, though: a 5th item names the key whose rows' intercept is the entry's
+# floor. The 0.24 Marlin mxfp4 rows are vLLM's situ-as-silu path at 896 experts, whose intercept (60 us)
+# is ~3x the Marlin family's on its standard path (vLLM 0.19 int4 at 11 shapes of 8-512 experts: 23 us;
+# in one version, SGLang 0.5.14, the situ mxfp4 Marlin at 896 experts takes 0.076-0.080 ms at one token on
+# TP8/16 against 0.025-0.029 ms for its int4 Marlin at 384 experts). gpt-oss (128 experts, its own
+# activation) takes the family's floor and the mxfp4 table's ratio above it.
 # A key "<quant>_<kernel>" is that kernel family's table (Framework.moe_kernel picks it).
 SOURCES = {
     "vllm": {"bfloat16": ("vllm", "0.19.0", None), "fp8_block": ("vllm", "0.19.0", None),
-             "w4a16_mxfp4": ("vllm", "0.24.0", "oaitriton"), "w4a16_mxfp4_marlin": ("vllm", "0.24.0", "marlin"),
+             "w4a16_mxfp4": ("vllm", "0.24.0", "oaitriton"),
+             "w4a16_mxfp4_marlin": ("vllm", "0.24.0", "marlin", None, "w4a16_int4"),
              "w4a16_int4": ("vllm", "0.19.0", "marlin", "int4_wo")},
     "trtllm": {"bfloat16": ("trtllm", "1.3.0rc20", None), "fp8_block": ("trtllm", "1.3.0rc20", None),
                "w4a16_mxfp4": ("trtllm", "1.3.0rc20", None)},
@@ -112,8 +119,19 @@ def formula_s(hidden, inter, experts, topk, weight_dtype, moe_tp, moe_ep, num_to
 
 def source(quant: str, src: tuple) -> tuple:
     """(backend, version, kernel filter, the rows' moe_dtype) of a SOURCES entry."""
-    backend, version, kernel, *dtype = src
-    return backend, version, kernel, (dtype[0] if dtype else quant.split("_marlin")[0])
+    backend, version, kernel, *rest = src
+    return backend, version, kernel, (rest[0] if rest and rest[0] else quant.split("_marlin")[0])
+
+
+def family_floor_ms(data_dir, fw: str, src: tuple, routing: str, hw, prof) -> dict | None:
+    """{mode: ms} of the entry's kernel-family floor where SOURCES names one (its 5th item: another key of
+    the framework, whose rows' intercept is the floor), else None (the rows' own intercept)."""
+    if len(src) < 5:
+        return None
+    key = src[4]
+    backend, version, kernel, data_dtype = source(key, SOURCES[fw][key])
+    d = read_rows(data_dir, backend, version, data_dtype, kernel, routing)
+    return floor_intercept_ms(with_formula(d, key.split("_marlin")[0], hw, prof, False))
 
 
 def read_rows(data_dir: Path, backend: str, version: str, data_dtype: str, kernel: str | None = None,
@@ -127,8 +145,9 @@ def read_rows(data_dir: Path, backend: str, version: str, data_dtype: str, kerne
     return d[np.maximum(d.moe_tp_size, d.moe_ep_size) <= MAX_SPLIT]
 
 
-def with_formula(d, quant, hw, prof, floors: bool = True):
-    """Rows with the formula's time (formula_ms), m_e, log(measured/formula), mode and split."""
+def with_formula(d, quant, hw, prof, floors: bool = True, floor_ms: dict | None = None):
+    """Rows with the formula's time (formula_ms), m_e, log(measured/formula), mode and split; `floor_ms`
+    ({mode: ms}) replaces the rows' own intercept (a kernel family's floor measured on other tables)."""
     import pandas as pd
     parts = []
     for (h, i, e, k, tp, ep), g in d.groupby(["hidden_size", "inter_size", "num_experts", "topk",
@@ -141,7 +160,7 @@ def with_formula(d, quant, hw, prof, floors: bool = True):
     # the kernel's fixed time per layer (launches, top-k, the alignment pass, the reduction), taken out
     # before the ratio so that a table carried to a smaller shape keeps it (the ratio alone scales it
     # down with the shape): per mode, floor_intercept_ms
-    d["floor_ms"] = d["mode"].map(floor_intercept_ms(d)) if floors else 0.0
+    d["floor_ms"] = d["mode"].map(floor_ms or floor_intercept_ms(d)) if floors else 0.0
     d["log_ratio"] = np.log(np.maximum(d.latency - d.floor_ms, MIN_ABOVE_FLOOR * d.latency) / d.formula_ms)
     return d
 
@@ -202,7 +221,8 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm", floors: bool = True,
             d = read_rows(data_dir, backend, version, data_dtype, kernel, routing)
             if d.empty:
                 continue
-            d = with_formula(d, quant.split("_marlin")[0], hw, prof, floors)
+            d = with_formula(d, quant.split("_marlin")[0], hw, prof, floors,
+                             family_floor_ms(data_dir, fw, src, routing, hw, prof))
             med = d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
             res = np.log((d.floor_ms + d.formula_ms * np.exp(med)) / d.latency)  # log(fit / measured)
             tables = fit_table(d)
