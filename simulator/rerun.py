@@ -10,9 +10,8 @@ trip summary.json went through (floats keep every bit), ignoring IGNORED keys.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import argparse
+import dataclasses
 import json
 import math
 import sys

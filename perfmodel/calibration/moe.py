@@ -24,9 +24,8 @@ fitted (docs/fidelity.md gives both). perfmodel.cost multiplies the formula by e
 Since 2026-11-26 each table also carries the kernel's fixed time per layer, `floor_ms` (per mode: the
 intercept of time against the formula through the 1- and 2-token points, floor_intercept_ms), taken out
 before the ratio: t = floor + ratio x formula. Held out one model shape at a time, this form carries a table
-to a shape it never measured better on every multi-shape table (`--loso` prints it; docs/fidelity.md), and
-it is what keeps a small-kernel launch floor when the Marlin table (one Kimi-K3 shape) is carried to
-gpt-oss. Where a table measured a bundled preset's own shape, that preset is costed at its own points
+to a shape it never measured better on every multi-shape table (`--loso` prints it; docs/fidelity.md). An
+entry may take its floor from another table of the same kernel family (SOURCES, 5th item: gpt-oss's Marlin). Where a table measured a bundled preset's own shape, that preset is costed at its own points
 (moe_shapes.py): the cross-shape fit is only for shapes the table never measured.
 
 CLI (the parquet files are NOT needed at run time; the fit is committed in the profile JSON):
@@ -199,7 +198,7 @@ def fit_table(d) -> dict:
     return out
 
 
-def fit(data_dir: Path, hw, prof, system: str = "h100_sxm", floors: bool = True, own_shapes: bool = True) -> dict:
+def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
     """The profile's `moe` section fitted from the parquet files under data_dir."""
     section = {
         "method": ("t = floor_ms + formula(m_e rows x hit experts, perfmodel.cost) x exp(log_ratio), log_ratio "
@@ -221,13 +220,12 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm", floors: bool = True,
             d = read_rows(data_dir, backend, version, data_dtype, kernel, routing)
             if d.empty:
                 continue
-            d = with_formula(d, quant.split("_marlin")[0], hw, prof, floors,
-                             family_floor_ms(data_dir, fw, src, routing, hw, prof))
+            d = with_formula(d, quant.split("_marlin")[0], hw, prof,
+                             floor_ms=family_floor_ms(data_dir, fw, src, routing, hw, prof))
             med = d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
             res = np.log((d.floor_ms + d.formula_ms * np.exp(med)) / d.latency)  # log(fit / measured)
             tables = fit_table(d)
-            if own_shapes:
-                add_shape_tables(tables, d.assign(residual=-res), routing, X_STEP)
+            add_shape_tables(tables, d.assign(residual=-res), routing, X_STEP)
             section["frameworks"][fw][f"{quant}@{routing}"] = {
                 "file": DATA_PATH.format(system=system, backend=backend, version=version),
                 "kernels": sorted(d.kernel_source.unique().tolist()),

@@ -121,21 +121,18 @@ def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None)
                 f"--enable-shift-parallel --shift-parallel-threshold {thr}")
         sglang = f"python -m sglang.launch_server --model-path {m} --tp {tp_all}"
         trt = f"trtllm-serve {m} --tp_size {tp_all}"
+        ep_notes = []
     else:
-        vllm, sglang, trt, ep_notes = _static_commands(m, tp, pp, dp, sp, ep)
-    notes = ([PLUGIN[policy]] if policy in PLUGIN else []) + (ep_notes if policy not in ("shift",) else [])
+        v, g, t, ep_notes = parallel_flags(tp, pp, dp, sp, ep)
+        vllm, sglang, trt = f"vllm serve {m} {v}", f"python -m sglang.launch_server --model-path {m} {g}", \
+            f"trtllm-serve {m} {t}"
+    notes = ([PLUGIN[policy]] if policy in PLUGIN else []) + ep_notes
     multi = _multinode_note(d, gpus, gpus_per_node or gpus)
     if multi:
         notes.append(multi)
     if sp > 1 and policy != "shift":
         notes.append(PLUGIN["sp"] + "; SGLang / TRT-LLM lines run the same GPUs as TP instead")
     return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": "; ".join(notes) or None}
-
-
-def _static_commands(m: str, tp: int, pp: int, dp: int, sp: int, ep: int) -> tuple:
-    """(vllm, sglang, trtllm, notes) of a static layout (parallel_flags behind each engine's command)."""
-    v, g, t, notes = parallel_flags(tp, pp, dp, sp, ep)
-    return f"vllm serve {m} {v}", f"python -m sglang.launch_server --model-path {m} {g}", f"trtllm-serve {m} {t}", notes
 
 
 def parallel_flags(tp: int, pp: int, dp: int, sp: int, ep: int) -> tuple:
