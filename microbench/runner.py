@@ -36,6 +36,8 @@ class Ctx:
     ctrl: object  # gloo group over all ranks for barriers, agreement and gathering (--timeout-s)
     wait: object  # gloo group with a long timeout: ranks wait there while rank 0 times compute ops
     groups: dict  # group size -> process group of ranks 0..g-1
+    local_world: int  # ranks per node: torchrun's LOCAL_WORLD_SIZE (node i holds ranks i*L..(i+1)*L-1), or
+    # the spawned world (one node); group g of ranks 0..g-1 spans ceil(g / local_world) nodes
     cache: int  # last-level cache bytes (rotation target)
     max_bytes: int  # memory budget of one case's rotating inputs
     pool: dict = dataclasses.field(default_factory=dict)
@@ -94,7 +96,13 @@ def _threads(args, device) -> int:
     return torch.get_num_threads()
 
 
-def build_ctx(args, rank: int, world: int, device, backend) -> Ctx:
+def local_world_size(world: int, torchrun: bool) -> int:
+    """Ranks per node: LOCAL_WORLD_SIZE under torchrun (homogeneous --nproc-per-node, ranks node-major),
+    else `world` (microbench spawned its workers on this one machine)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", world)) if torchrun else world
+
+
+def build_ctx(args, rank: int, world: int, device, backend, local_world: int | None = None) -> Ctx:
     from perfmodel.modelspec import load_model
 
     sw = sweep(device.type, args.quick, args.sweep)
@@ -114,7 +122,7 @@ def build_ctx(args, rank: int, world: int, device, backend) -> Ctx:
         max_bytes = int(args.max_case_gb * 1e9)
     common = {"device": name, **env.versions(device)}
     return Ctx(args=args, sweep=sw, spec=spec, rank=rank, world=world, device=device, backend=backend,
-               hw=hw, prof=prof, common=common, ctrl=ctrl, groups=groups,
+               hw=hw, prof=prof, common=common, ctrl=ctrl, groups=groups, local_world=local_world or world,
                cache=cache_bytes(device), max_bytes=max_bytes, wait=wait)
 
 
@@ -172,7 +180,7 @@ def run_cases(ctx, suites, skip: set) -> int:
             if mod.RANKS == "zero" and ctx.rank != 0:
                 continue
             row = {**ctx.common, **{k: v for k, v in case.items() if not k.startswith("_")}}
-            if writer.row_key(row) in skip:
+            if writer.is_done(row, skip):
                 bar.update()
                 continue
             if ctx.rank == 0:
@@ -220,7 +228,7 @@ def worker(rank: int, world: int, port: int | None, args) -> None:
     device, backend = _init(rank, world, port, args)
     try:
         threads = _threads(args, device)
-        ctx = build_ctx(args, rank, world, device, backend)
+        ctx = build_ctx(args, rank, world, device, backend, local_world_size(world, torchrun=port is None))
         stop = env.start_sampler() if (device.type == "cuda" and _local_rank(rank) == 0) else (lambda: {})
         record = env.environment(device, world, threads) if rank == 0 else None
         skip = _resume_state(ctx)
@@ -235,7 +243,7 @@ def worker(rank: int, world: int, port: int | None, args) -> None:
             record.update(finished=env.now(), suites=list(args.suites), quick=bool(args.quick),
                           model=ctx.spec.name, hardware_preset=ctx.hw.name if ctx.hw else None,
                           profile=getattr(ctx.prof, "name", None), error_rows=errors, worker_nice=nice,
-                          collectives_realtime=ctx.realtime,
+                          collectives_realtime=ctx.realtime, local_world_size=ctx.local_world,
                           cpu_spinners=bool(device.type == "cpu" and args.isolate and "collectives" in args.suites),
                           telemetry=[t for t in telemetry if t["nvml"]], argv=list(args.argv or ()))
             writer.write_env(args.out, record, args.resume)

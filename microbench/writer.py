@@ -8,9 +8,10 @@ from pathlib import Path
 
 from perfmodel.measurements import COLUMNS, append_rows, empty_row
 
-# The columns that identify a case: a row with the same values is the same measurement.
+# The columns that identify a case: a row with the same values is the same measurement. `nodes` is one:
+# the same 8 ranks on one node (1 x 8) and on two (torchrun 2 x 4) are different measurements.
 KEY_COLUMNS = ("op", "dtype", "m", "n", "k", "batch", "seq_len", "kv_len", "num_heads", "num_kv_heads",
-               "head_dim", "size_bytes", "group_size", "backend", "cuda_graph", "pinned")
+               "head_dim", "size_bytes", "group_size", "backend", "cuda_graph", "pinned", "nodes")
 
 
 def _norm(v) -> str:
@@ -25,6 +26,12 @@ def _norm(v) -> str:
 
 def row_key(row: dict) -> tuple:
     return tuple(_norm(row.get(c, "")) for c in KEY_COLUMNS)
+
+
+def is_done(row: dict, skip: set) -> bool:
+    """Whether `row`'s case is in `skip` (done_keys): its own key, or the key with `nodes` blank (a row of
+    a file written before the column existed, whose header has no `nodes`: resumed as before)."""
+    return row_key(row) in skip or row_key(dict(row, nodes="")) in skip
 
 
 def done_keys(path) -> set:

@@ -29,6 +29,8 @@ COLUMNS = (
     "pinned",         # copies: 1 if host memory was pinned
     "error",          # blank on success; the error text (OOM, timeout, unsupported dtype) otherwise
     "timestamp",      # ISO-8601 UTC of the measurement
+    "nodes",          # collectives: nodes the ranks of the group span (blank = unknown); last, so that
+                      # files written before it existed stay readable (append_rows keeps their header)
 )
 
 OPS = (
@@ -41,7 +43,7 @@ OPS = (
 )
 
 INT_COLUMNS = ("m", "n", "k", "batch", "seq_len", "kv_len", "num_heads", "num_kv_heads", "head_dim",
-               "size_bytes", "group_size", "device_count", "iterations", "cuda_graph", "pinned")
+               "size_bytes", "group_size", "device_count", "iterations", "cuda_graph", "pinned", "nodes")
 FLOAT_COLUMNS = ("median_us", "p10_us", "p90_us", "achieved", "predicted_us")
 
 
@@ -56,15 +58,23 @@ def empty_row(**fields) -> dict:
 
 
 def append_rows(path: str | Path, rows: list[dict]) -> None:
-    """Append rows to a measurement CSV, writing the header when the file is new (incremental)."""
+    """Append rows to a measurement CSV, writing the header when the file is new (incremental). An
+    existing file keeps its own header: one written before a column existed (e.g. `nodes`) gets rows
+    in its columns, the newer columns dropped, rather than cells shifted under the wrong names."""
     path = Path(path)
     new = not path.exists() or path.stat().st_size == 0
+    header = list(COLUMNS) if new else _header(path)
     with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
         if new:
             w.writeheader()
         for r in rows:
             w.writerow(empty_row(**r))
+
+
+def _header(path: Path) -> list:
+    with path.open(newline="") as f:
+        return next(csv.reader(f), None) or list(COLUMNS)
 
 
 def read_measurements(path: str | Path):
@@ -78,9 +88,10 @@ def read_measurements(path: str | Path):
     if missing:
         raise ValueError(f"{path}: not a measurement CSV, missing column {missing[0]!r} "
                          f"(expected {', '.join(COLUMNS)})")
-    for c in INT_COLUMNS:
+    for c in INT_COLUMNS:  # a non-integer ("1.5") reads as missing, not a cast error (readers name the field)
         if c in df.columns:
-            df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
+            v = pd.to_numeric(df[c], errors="coerce")
+            df[c] = v.where(v.mod(1) == 0).astype("Int64")
     for c in FLOAT_COLUMNS:
         if c in df.columns:
             df[c] = pd.to_numeric(df[c], errors="coerce")

@@ -16,15 +16,21 @@ has curves); the inter-node ring of m ranks moves (m - 1) / m (x2 for all_reduce
 GPU and pays one NIC latency per ring step. This is the two-level all-reduce of Jia et al. 2018
 (arXiv:1807.11205, its hierarchical all-reduce) and Horovod's hierarchical allreduce; the ring byte factors are
 nccl-tests' (doc/PERFORMANCE.md). NCCL itself may pick a tree or a flat ring over all n ranks
-(NCCL_ALGO); its ring/tree choice is not modelled. No measured multi-node rows exist in our
-calibration data (nccl.csv: num_gpus 2-8), so the inter-node legs are datasheet numbers
-(docs/multinode.md).
+(NCCL_ALGO); its ring/tree choice is not modelled.
+
+Where the profile holds a curve measured over exactly this placement (Profile.spanning_time_s: the
+same op, group and nodes, hence the same ranks per node), that measured time replaces the whole
+composition (NCCL's own algorithm choice included). Other placements stay hierarchical with the NIC
+numbers of the hardware preset (datasheet): the shipped profiles have no multi-node rows (nccl.csv:
+num_gpus 2-8; docs/multinode.md says how to measure them).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import ops
+
+SPANNING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")  # spanning_time_s's
 
 
 def _nic_ring_s(size, ranks: int, hw, factor: float) -> np.ndarray:
@@ -42,6 +48,10 @@ def spanning_time_s(call, hw, prof=None) -> np.ndarray:
     size = np.asarray(call.size_bytes, dtype=float)
     N, n = call.nodes, call.group
     g = call.per_node or max(1, n // N)
+    if prof is not None and g * N == n:  # aligned: g ranks on each of N nodes, as a measured run places them
+        t = prof.spanning_time_s(call.op, size, n, N)
+        if t is not None:
+            return np.where(size > 0, t, 0.0)
 
     def intra(op, s):  # a single-node collective over the g ranks of one node (0 for g = 1)
         return ops.collective_time_s(op, s, g, hw, prof)

@@ -56,6 +56,9 @@ def test_rows_schema_and_all_suites(run2):
     assert ok[ok.op.isin(["gemm", "all_reduce", "memcpy_d2d", "attention_decode"])].predicted_us.notna().all()
     coll = ok[ok.op == "all_reduce"]
     assert set(coll.group_size) == {2} and set(coll.backend) == {"gloo"} and (coll.device_count == 2).all()
+    # a spawned world is one node: every collective row says so; single-device ops leave it blank
+    assert set(ok[ok.group_size > 1].nodes) == {1} and ok[ok.op == "gemm"].nodes.isna().all()
+    assert json.loads(writer.env_path(run2).read_text())["runs"][-1]["local_world_size"] == 2
 
 
 @pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it

@@ -24,13 +24,14 @@ def test_busbw_nccl_tests_convention(op, g, factor):
     assert collectives.achieved_gbs(op, size, g, t) == pytest.approx(size / t * factor / 1e9)
 
 
-def _ctx(world=8, device="cpu", **args):
+def _ctx(world=8, device="cpu", local_world=None, **args):
     a = dict(max_bytes=None, cuda_graph=False, tp=None, dtypes=None, repeats=None, warmup=None, seed=0)
     a.update(args)
     groups = {g: None for g in (2, 4, 8) if g <= world}
     return types.SimpleNamespace(sweep=sweep("cpu", True), args=types.SimpleNamespace(**a), groups=groups,
                                  device=torch.device(device), backend="gloo", spec=load_model("tiny"),
-                                 single_backend=device, hw=load_hardware("cpu"), prof=None)
+                                 single_backend=device, hw=load_hardware("cpu"), prof=None,
+                                 local_world=local_world or world)
 
 
 def test_collective_cases_sizes_divide_and_follow_nccl_tests():
@@ -44,6 +45,16 @@ def test_collective_cases_sizes_divide_and_follow_nccl_tests():
     assert {c["op"] for c in cases} >= {"ulysses_all_to_all", "sidp_weight_fetch", "cas_activation"}
     uly = [c for c in cases if c["op"] == "ulysses_all_to_all" and c["group_size"] == 2][0]
     assert uly["size_bytes"] == uly["seq_len"] // 2 * (8 + 2 * 2) * 32 * 2  # tiny: Q+K+V heads of 32, bf16
+    assert {c["nodes"] for c in cases} == {1}  # 8 ranks spawned on one machine
+
+
+def test_collective_cases_record_the_nodes_their_group_spans():
+    # torchrun --nnodes 2 --nproc-per-node 4: ranks 0-3 on node 0, 4-7 on node 1 (node-major)
+    cases = collectives.cases(_ctx(max_bytes=1 << 12, local_world=4))
+    by_group = {}
+    for c in cases:  # collectives and the composite patterns alike
+        by_group.setdefault(c["group_size"], set()).add(c["nodes"])
+    assert by_group == {2: {1}, 4: {1}, 8: {2}}
 
 
 def test_collective_check_pattern_is_exact_small_integers():

@@ -47,6 +47,19 @@ def test_done_keys_skip_measured_and_retry_failed(tmp_path):
         writer.done_keys(bad)
 
 
+def test_resume_keys_tell_placements_apart_and_read_files_without_nodes(tmp_path):
+    ar = dict(op="all_reduce", dtype="bf16", size_bytes=1024, group_size=8, backend="nccl", median_us=9.0)
+    out = tmp_path / "m.csv"
+    writer.write_rows(out, [dict(ar, nodes=1)])
+    skip = writer.done_keys(out)
+    assert writer.is_done(dict(ar, nodes=1), skip)
+    assert not writer.is_done(dict(ar, nodes=2), skip)  # the same 8 ranks on 2 x 4 GPUs: measure them
+    old = tmp_path / "old.csv"  # written before the nodes column: its rows count as done for any placement
+    old.write_text(",".join(c for c in COLUMNS if c != "nodes") + "\n")
+    writer.write_rows(old, [dict(ar, nodes=1)])
+    assert writer.is_done(dict(ar, nodes=1), writer.done_keys(old))
+
+
 def test_pending_marker_roundtrip(tmp_path):
     out = tmp_path / "run.csv"
     assert writer.take_pending(out) is None

@@ -28,12 +28,13 @@ def cases(ctx) -> list[dict]:
     graph = int(bool(ctx.args.cuda_graph and ctx.device.type == "cuda"))
     out = []
     for g in ctx.groups:
+        nodes = -(-g // ctx.local_world)  # ranks 0..g-1, node-major: ceil(g / ranks per node)
         for op in OPS:
             for size in geometric(lo, max(lo, hi), factor):
                 elems = size // ELEM // g * g  # a multiple of g elements: every rank's chunk is equal
                 out.append(dict(op=op, dtype="bf16", size_bytes=elems * ELEM, group_size=g, device_count=g,
-                                backend=ctx.backend, cuda_graph=graph))
-        out += [dict(c, group_size=g, device_count=g, backend=ctx.backend, cuda_graph=graph)
+                                backend=ctx.backend, cuda_graph=graph, nodes=nodes))
+        out += [dict(c, group_size=g, device_count=g, backend=ctx.backend, cuda_graph=graph, nodes=nodes)
                 for c in patterns.cases(ctx, g)]
     return out
 

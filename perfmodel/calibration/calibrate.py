@@ -30,6 +30,9 @@ FORMS = {
                         "affine in keys read; relative least squares, reweighted, fixed >= 0, kv_gbs <= datasheet HBM",
     "collectives": "median measured time per size (repeats pooled), log-log interpolation per (op, group); "
                    "constant below the smallest size, last bus bandwidth above the largest",
+    "collectives_multinode": "as collectives, per (op, group, nodes) for groups spanning nodes (keys "
+                             "'group@nodes'; unknown nodes: ceil(group / gpus_per_node)); used only for "
+                             "that exact placement, never interpolated",
     "copies": "as collectives, per copy kind (h2d, d2h, d2d, p2p)",
 }
 
@@ -90,6 +93,8 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
                "decode": ("attention_decode", lambda f: att.fit_decode(f, roof)),
                "collective": ("collectives", coll.fit_collectives), "copy": ("copies", coll.fit_copies)}
     frames = {kind: meas.frame(kind) for kind in fitters}
+    # rows of unknown placement (aiconfigurator tables, older files): node-major on whole nodes
+    frames["collective"] = coll.with_nodes(frames["collective"], hw.gpus_per_node)
     stages = [kind for kind in fitters if len(frames[kind])] + ["fit error"]
     tick = progress or (lambda stage, done, total: None)
     for kind, (key, fit) in fitters.items():
@@ -114,7 +119,7 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         "sources": list(meas.sources),
         "rows_skipped": meas.skipped,
         "split": {"fit_on": split_mode, "rule": split.RULE},
-        "fits": {k: v for k, v in FORMS.items() if k in d},
+        "fits": {k: v for k, v in FORMS.items() if k in d or (k == "collectives_multinode" and _multinode(d))},
         "fit_error": errors,
     }
     if any(src["file"].startswith("gemm_") and src["format"] == "aiconfigurator" for src in meas.sources) \
@@ -122,6 +127,10 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         d["provenance"]["notes"] = {"gemm": "fp8 times include TensorRT-LLM's activation-quantisation kernel "
                                             "(~10 us floor per GEMM), as measured in the aiconfigurator table"}
     return d
+
+
+def _multinode(d: dict) -> bool:
+    return any("@" in key for curves in d.get("collectives", {}).values() for key in curves)
 
 
 def derive(base_path: Path, base_hw, target_hw, name: str | None = None, out_dir: Path | None = None) -> dict:

@@ -39,13 +39,15 @@ class Profile:
     gemm: dict  # dtype -> GemmTable
     prefill: dict  # head_dim -> PrefillTable
     decode: dict  # head_dim -> DecodeTable
-    collectives: dict  # op -> {group: Curve}
+    collectives: dict  # op -> {group: Curve}: groups inside one node (JSON keys "2", "8")
     copies: dict  # kind -> Curve
     hbm_ratio: float = 1.0  # derived profiles: base HBM bandwidth / this GPU's (1 = measured here)
     base: str = ""  # derived profiles: the name of the profile whose tables these are
     notes: dict = dataclasses.field(default_factory=dict)  # op -> caveat of its source data
     moe: dict = dataclasses.field(default_factory=dict, repr=False)  # the `moe` section (calibration/moe.py)
     data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    spanning: dict = dataclasses.field(default_factory=dict)  # op -> {(group, nodes): Curve}: measured
+    # groups over several nodes (JSON keys "16@2"); exact placements only (spanning_time_s)
 
     # ---- the protocol perfmodel.ops calls -------------------------------------------------------
     def gemm_time_s(self, m, n, k, dtype: str):
@@ -81,6 +83,16 @@ class Profile:
         if not curves:
             return None
         return coll.group_time_s(curves, np.asarray(size_bytes, dtype=float), int(group))
+
+    def spanning_time_s(self, op: str, size_bytes, group: int, nodes: int):
+        """Measured time of `op` over `group` ranks spread evenly over `nodes` nodes (group / nodes per
+        node, node-major), or None when that exact (group, nodes) was not measured: no interpolation
+        across groups or node counts (the NIC share of the bytes changes with both)."""
+        curve = self.spanning.get(op, {}).get((int(group), int(nodes)))
+        if curve is None:
+            return None
+        size = np.asarray(size_bytes, dtype=float)
+        return np.where(size > 0, curve.time_s(size), 0.0)
 
     def copy_time_s(self, kind: str, nbytes):
         """Measured-curve time of an h2d/d2h/d2d/p2p copy, or None (datasheet formula) if unmeasured."""
@@ -171,6 +183,9 @@ class Profile:
             text = f"{src}: {op} measured time, log-log interpolation over size, groups {groups}"
             if op == "all_reduce" and "custom_all_reduce" in self.collectives:
                 text += "; custom one/two-shot all-reduce curve for messages <= 8 MiB"
+            if self.spanning.get(op):
+                text += "; measured over several nodes (group@nodes): " + ",".join(
+                    f"{g}@{n}" for g, n in sorted(self.spanning[op]))
             return text
         kind = op.replace("memcpy_", "")
         if kind in ("h2d", "d2h", "d2d", "p2p"):
@@ -221,12 +236,23 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
             gemm={k: gm.GemmTable(v) for k, v in d.get("gemm", {}).items()},
             prefill={float(k): att.PrefillTable(v) for k, v in d.get("attention_prefill", {}).items()},
             decode={float(k): att.DecodeTable(v) for k, v in d.get("attention_decode", {}).items()},
-            collectives={op: {int(g): coll.Curve(c) for g, c in groups.items()}
-                         for op, groups in d.get("collectives", {}).items()},
+            collectives=_curves(d, multi=False), spanning=_curves(d, multi=True),
             copies={k: coll.Curve(v) for k, v in d.get("copies", {}).items()},
             notes=d.get("provenance", {}).get("notes", {}), moe=d.get("moe", {}), data=d)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: malformed profile ({type(e).__name__}: {e})") from None
+
+
+def _curves(d: dict, multi: bool) -> dict:
+    """The `collectives` section's curves: single-node ones {op: {group: Curve}} (keys "8"), or with
+    `multi` the multi-node ones {op: {(group, nodes): Curve}} (keys "16@2"); ops without any left out."""
+    out: dict = {}
+    for op, curves in d.get("collectives", {}).items():
+        for key, c in curves.items():
+            group, nodes = coll.parse_key(key)
+            if (nodes > 1) == multi:
+                out.setdefault(op, {})[(group, nodes) if multi else group] = coll.Curve(c)
+    return out
 
 
 @functools.lru_cache(maxsize=32)

@@ -5,7 +5,8 @@ Frames and columns (one row per measurement; `src` = file name, `line` = line in
   gemm:       dtype, m, n, k, t_us
   prefill:    batch, seq_len, kv_len, heads, kv_heads, head_dim, t_us   (kv_len = cached + new keys)
   decode:     batch, kv_len, heads, kv_heads, head_dim, t_us            (one new token per sequence)
-  collective: op, group, size_bytes, t_us, run                          (nccl-tests sizes)
+  collective: op, group, size_bytes, t_us, run, nodes                   (nccl-tests sizes; nodes the
+              group spans, NaN = unknown: calibrate places it node-major, ceil(group / gpus_per_node))
   copy:       kind, size_bytes, t_us                                    (h2d, d2h, d2d, p2p)
 Data is read where it lies (never copied); every file's sha256 goes into the profile's provenance.
 """
@@ -24,7 +25,7 @@ FRAMES = {
     "gemm": ("dtype", "m", "n", "k"),
     "prefill": ("batch", "seq_len", "kv_len", "heads", "kv_heads", "head_dim"),
     "decode": ("batch", "kv_len", "heads", "kv_heads", "head_dim"),
-    "collective": ("op", "group", "size_bytes", "run"),
+    "collective": ("op", "group", "size_bytes", "run", "nodes"),
     "copy": ("kind", "size_bytes"),
 }
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "float8_e4m3fn": "fp8", "fp16": "fp16",
@@ -77,6 +78,19 @@ def _numeric(df: pd.DataFrame, path: Path, cols, positive=True) -> None:
             raise ValueError(f"{path} line {int(df['line'].iloc[i])}: field {c!r} = {df[c].iloc[i]!r} "
                              f"is not a {'positive ' if positive else ''}number")
         df[c] = v.astype(float)
+
+
+def _nodes(df: pd.DataFrame, path: Path) -> pd.Series:
+    """The `nodes` column as float: blank (or a file written before the column existed) -> NaN;
+    anything else must be a positive integer (the first bad line and field are named)."""
+    raw = df.get("nodes", pd.Series("", index=df.index)).astype(str).str.strip()
+    v = pd.to_numeric(raw, errors="coerce")
+    bad = (raw != "") & ~((v > 0) & (v == np.floor(v)))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(f"{path} line {int(df['line'].iloc[i])}: field 'nodes' = {raw.iloc[i]!r} "
+                         "is not a positive integer")
+    return v.astype(float)
 
 
 def _dtype(df: pd.DataFrame, path: Path, col: str) -> pd.Series:
@@ -132,7 +146,8 @@ def _aic_nccl(df, path):
     run = df.get("nccl_version_dir", pd.Series("", index=df.index)).astype(str) + "/" + \
         df.get("nccl_dtype", pd.Series("", index=df.index)).astype(str)
     return {"collective": pd.DataFrame({"op": op, "group": df.num_gpus, "size_bytes": df.size_bytes, "run": run,
-                                        "t_us": df[t] * (1.0 if t == "time_us" else 1e3), "line": df.line})}, {}
+                                        "t_us": df[t] * (1.0 if t == "time_us" else 1e3), "nodes": np.nan,
+                                        "line": df.line})}, {}
 
 
 def _aic_custom_ar(df, path):
@@ -149,7 +164,7 @@ def _aic_custom_ar(df, path):
         lambda s: {"fp32": 4.0, "fp8": 1.0}.get(DTYPES.get(str(s).lower(), "bf16"), 2.0))
     return {"collective": pd.DataFrame({"op": "custom_all_reduce", "group": mine.num_gpus,
                                         "size_bytes": mine.message_size * nbytes, "run": mine.get("version", ""),
-                                        "t_us": mine.latency * 1e3, "line": mine.line})}, skipped
+                                        "t_us": mine.latency * 1e3, "nodes": np.nan, "line": mine.line})}, skipped
 
 
 def _project_csv(path: Path):
@@ -190,7 +205,7 @@ def _project_csv(path: Path):
         _numeric(c, path, ("size_bytes", "group_size"))
         out["collective"] = pd.DataFrame({"op": c.op.map(COLLECTIVES), "group": c.group_size,
                                           "size_bytes": c.size_bytes, "run": c.get("backend", ""),
-                                          "t_us": c.median_us, "line": c.line})
+                                          "t_us": c.median_us, "nodes": _nodes(c, path), "line": c.line})
     m = df[op.isin(list(COPIES))].copy()
     if len(m):
         _need(m, path, ("size_bytes",))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import ops
+from .. import network, ops
+from ..comm import Call
 from . import attention as att
+from . import collectives as coll
 from . import split
 
 LLM_SHAPED_MIN = 256  # GEMM n and k of real LLM layers after TP sharding (toy widths 32-128 excluded)
@@ -28,9 +30,13 @@ def predict_us(kind: str, df: pd.DataFrame, prof=None, hw=None) -> np.ndarray:
     out = np.full(len(df), np.nan)
     if not len(df):
         return out
+    if kind == "collective":  # unknown placement: node-major on hw's nodes (without hw: one node, as before)
+        df = coll.with_nodes(df, hw.gpus_per_node) if hw is not None else df.assign(
+            nodes=df["nodes"].fillna(1.0) if "nodes" in df.columns else 1.0)
     pos = pd.Series(np.arange(len(df)), index=df.index)
     keys = {"gemm": ["dtype"], "prefill": ["heads", "kv_heads", "head_dim"],
-            "decode": ["heads", "kv_heads", "head_dim"], "collective": ["op", "group"], "copy": ["kind"]}[kind]
+            "decode": ["heads", "kv_heads", "head_dim"], "collective": ["op", "group", "nodes"],
+            "copy": ["kind"]}[kind]
     for key, g in df.groupby(keys):
         key = key if isinstance(key, tuple) else (key,)
         t = _group_s(kind, key, g, prof, hw)
@@ -55,9 +61,17 @@ def _group_s(kind, key, g, prof, hw):
         return prof.attn_decode_time_s(seqs, kv, *key) if prof else ops.attn_decode_time_s(seqs, kv, *key, "bf16", hw)
     if kind == "collective":
         size = g.size_bytes.to_numpy()
+        op, group, nodes = key[0], int(key[1]), int(key[2])
+        if nodes > 1:  # the measured curve of exactly this placement, or the hierarchical datasheet model
+            if prof:
+                return prof.spanning_time_s(op, size, group, nodes)
+            # ranks spread evenly (microbench's groups 2^k and world on whole nodes): ceil(group / nodes) a node
+            call = Call(op, group, size, 1, "validate", nodes=nodes, per_node=-(-group // nodes))
+            ok = hw.has_network and op in network.SPANNING_OPS
+            return network.spanning_time_s(call, hw) if ok else None
         if prof:
-            return prof.collective_time_s(key[0], size, int(key[1]))
-        return ops.collective_time_s(key[0], size, int(key[1]), hw) if key[0] in hw.collectives else None
+            return prof.collective_time_s(op, size, group)
+        return ops.collective_time_s(op, size, group, hw) if op in hw.collectives else None
     if kind == "copy":
         size = g.size_bytes.to_numpy()
         return prof.copy_time_s(key[0], size) if prof else ops.copy_time_s(key[0], size, hw)
@@ -86,7 +100,8 @@ def _shape(kind: str, r) -> str:
     if kind == "decode":
         return f"b={r.batch:.0f} kv={r.kv_len:.0f} h={r.heads:.0f}/{r.kv_heads:.0f} d={r.head_dim:.0f}"
     if kind == "collective":
-        return f"g={r.group:.0f} size={_bytes(r.size_bytes)}"
+        span = f"@{r.nodes:.0f}" if r.get("nodes", 1) > 1 else ""  # group over several nodes: g=16@2
+        return f"g={r.group:.0f}{span} size={_bytes(r.size_bytes)}"
     return f"size={_bytes(r.size_bytes)}"
 
 
@@ -126,11 +141,17 @@ def _summary(op, dtype, subset, kind, d, cal, ds, label, worst_n=5) -> dict:
             "noise_median_abs_rel": repeat_noise(kind, d), "worst": worst}
 
 
+def _frame(meas, kind: str, hw) -> pd.DataFrame:
+    """meas' frame of `kind`; collectives of unknown placement placed node-major on hw's nodes."""
+    df = meas.frame(kind)
+    return coll.with_nodes(df, hw.gpus_per_node) if kind == "collective" else df
+
+
 def validate(meas, prof, hw) -> list[dict]:
     """One summary per op (per dtype for GEMM, plus its LLM-shaped subset) over the compared rows."""
     out = []
     for kind in ("gemm", "prefill", "decode", "collective", "copy"):
-        df = meas.frame(kind)
+        df = _frame(meas, kind, hw)
         if not len(df):
             continue
         mask, label = compared_rows(kind, df, meas, prof)
@@ -149,6 +170,9 @@ def validate(meas, prof, hw) -> list[dict]:
             else:
                 op = {"collective": name, "copy": f"memcpy_{name}"}.get(kind, KIND_OP.get(kind))
                 out.append(_summary(op, "", "all", kind, g, cal[i], ds[i], label))
+                multi = (g.nodes > 1).to_numpy() if kind == "collective" else np.zeros(len(g), bool)
+                if multi.any() and not multi.all():  # groups over several nodes on their own
+                    out.append(_summary(op, "", "nodes>1", kind, g[multi], cal[i][multi], ds[i][multi], label))
     return out
 
 
@@ -176,7 +200,7 @@ def plot(meas, prof, hw, path) -> None:
 
     panels = []
     for kind in ("gemm", "prefill", "decode", "collective", "copy"):
-        df = meas.frame(kind)
+        df = _frame(meas, kind, hw)
         if not len(df):
             continue
         df = df[compared_rows(kind, df, meas, prof)[0]]
