@@ -96,7 +96,7 @@ def test_mxfp4_attention_reads_bf16_weights():
 def test_int4_is_kimi_experts_only_and_has_its_own_kernel_table(tmp_path):
     """Kimi-K2.5 ships int4 experts (compressed-tensors, 4-bit ints in groups of 32) with attention, shared
     experts, dense MLPs and LM head left out: 4.5 bits per expert weight, bf16 elsewhere, and vLLM's Marlin
-    int4 MoE table (aiconfigurator vLLM 0.19.0 `int4_wo`). A compressed-tensors config that quantises
+    int4 MoE table (aiconfigurator vLLM 0.24.0 `int4_wo`). A compressed-tensors config that quantises
     attention too is not taken for it."""
     from perfmodel.calibration.profile import resolve_profile
     from perfmodel.hardware import load_hardware

@@ -58,21 +58,23 @@ READER = ("aic-core/rust/aiconfigurator-core/src/perf_database/table_view.rs:899
 # mxfp4 rows are in 0.24.0, from two kernel families that are fitted apart: the triton OAI kernel (gpt-oss
 # shapes; vLLM's default on Hopper when triton_kernels is installed) and Marlin (a Kimi-K3 shape; what
 # VLLM_MXFP4_USE_MARLIN=1 selects). int4 W4A16 (compressed-tensors WNA16, Kimi-K2.5's experts) runs vLLM's
-# Marlin int4 MoE, measured at 11 shapes in 0.19.0 (`int4_wo`, kernel_source vllm_marlin_int4_moe). It is
-# NOT used for the mxfp4 Marlin rows: carried to gpt-oss it is 2.5x the 0.24 mxfp4 Marlin table at 1024
-# tokens (TP2: 2.17 vs 0.84 ms per layer) and put the gpt-oss rows' TPOT 73% too slow (docs/fidelity.md).
-# Its fixed time per layer is used, though: a 5th item names the key whose rows' intercept is the entry's
+# Marlin int4 MoE (MarlinExperts), taken from 0.24.0 (`int4_wo`, Kimi-K2.5's own shape at every TP/EP split).
+# Three versions measured it at that shape (7168, 2048, 384 experts, top-8): 0.14.0 and 0.24.0 agree within
+# 0.84-1.03x at TP1-8 and 1-16k tokens, 0.19.0 is 1.5-5.4x slower than both (peaking at 256 tokens), so the
+# 0.19 table is taken for an anomalous collection, not the kernel of its time; 0.14 covers 10 shapes but EP >= 8
+# at 1-2 points per shape (tests/test_moe_calibration.py checks the 0.24 fit against 0.14's points).
+# Its fixed time per layer also serves gpt-oss: a 5th item names the key whose rows' intercept is the entry's
 # floor. The 0.24 Marlin mxfp4 rows are vLLM's situ-as-silu path at 896 experts, whose intercept (60 us)
-# is ~3x the Marlin family's on its standard path (vLLM 0.19 int4 at 11 shapes of 8-512 experts: 23 us;
-# in one version, SGLang 0.5.14, the situ mxfp4 Marlin at 896 experts takes 0.076-0.080 ms at one token on
-# TP8/16 against 0.025-0.029 ms for its int4 Marlin at 384 experts). gpt-oss (128 experts, its own
-# activation) takes the family's floor and the mxfp4 table's ratio above it.
+# is ~2x the same version's standard path (0.24 int4 MarlinExperts: 32 us TP, 47 us EP; in one version,
+# SGLang 0.5.14, the situ mxfp4 Marlin at 896 experts takes 0.076-0.080 ms at one token on TP8/16 against
+# 0.025-0.029 ms for its int4 Marlin at 384 experts). gpt-oss (128 experts, its own activation) takes the
+# family's floor and the mxfp4 table's ratio above it.
 # A key "<quant>_<kernel>" is that kernel family's table (Framework.moe_kernel picks it).
 SOURCES = {
     "vllm": {"bfloat16": ("vllm", "0.19.0", None), "fp8_block": ("vllm", "0.19.0", None),
              "w4a16_mxfp4": ("vllm", "0.24.0", "oaitriton"),
              "w4a16_mxfp4_marlin": ("vllm", "0.24.0", "marlin", None, "w4a16_int4"),
-             "w4a16_int4": ("vllm", "0.19.0", "marlin", "int4_wo")},
+             "w4a16_int4": ("vllm", "0.24.0", "marlin", "int4_wo")},
     "trtllm": {"bfloat16": ("trtllm", "1.3.0rc20", None), "fp8_block": ("trtllm", "1.3.0rc20", None),
                "w4a16_mxfp4": ("trtllm", "1.3.0rc20", None)},
 }

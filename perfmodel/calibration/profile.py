@@ -118,8 +118,8 @@ class Profile:
     def moe_floor_s(self, framework: str, weight_dtype: str, mode: str, kernel: str = "", routing: str = "") -> float:
         """The fused-MoE kernel's fixed time per layer (seconds) that the table's fit took out before the
         ratio (its `floor_ms`: the intercept of time against the formula through the 1- and 2-token points,
-        calibration.moe.floor_intercept_ms; e.g. 23 us for vLLM's Marlin MoE family); 0 for a table fitted
-        without one or no table."""
+        calibration.moe.floor_intercept_ms; e.g. 32 us for vLLM 0.24's Marlin MoE family under TP); 0 for a
+        table fitted without one or no table."""
         tab = self._moe_table(framework, weight_dtype, mode, kernel, routing)
         return float(tab.get("floor_ms", 0.0)) * 1e-3 if tab else 0.0
 
