@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops
+from .calibration import mla_decode as mla_fit
 from .modelspec import DTYPE_BYTES
 
 
@@ -48,10 +49,17 @@ def ew_widths(spec, tp: int) -> tuple[int, int]:
     return spec.num_heads // tp * spec.head_dim, latent_dim(spec)
 
 
-def decode_time_s(seqs, kv_tokens, heads: int, spec, hw):
+def decode_time_s(seqs, kv_tokens, heads: int, spec, hw, prof=None):
     """Absorbed MLA decode attention of `seqs` sequences reading `kv_tokens` latents in total, `heads`
-    heads on this GPU. Roofline: max(FLOPs / (achieved bf16 x ATTN_EFF), latent bytes / HBM) + floor.
-    ATTN_EFF 0.6 matches FlashMLA's 580 TFLOP/s compute-bound on H800 (989 peak: 0.59; FlashMLA README)."""
+    heads on this GPU. A profile with an `mla_decode` section (calibration/mla_decode.py: TensorRT-LLM's
+    measured MLA kernel, affine in the keys for a batch) gives it where the latent is the measured one (576);
+    else the roofline: max(FLOPs / (achieved bf16 x ATTN_EFF), latent bytes / HBM) + floor. ATTN_EFF 0.6
+    matches FlashMLA's 580 TFLOP/s compute-bound on H800 (989 peak: 0.59; FlashMLA README); against the
+    measured kernel the roofline is ~2.5x too fast at its median row (a ~12-20 us floor per call, not 5)."""
+    if prof is not None and latent_dim(spec) == mla_fit.LATENT:
+        t = prof.mla_decode_time_s(seqs, kv_tokens, heads, spec.kv_dtype)
+        if t is not None:
+            return np.where(np.asarray(seqs, dtype=float) > 0, t, 0.0)
     seqs, kv_tokens = (np.asarray(x, dtype=float) for x in (seqs, kv_tokens))
     lat = latent_dim(spec)
     flops = 2.0 * heads * kv_tokens * (lat + spec.kv_lora_rank)  # q.[c|k_pe]^T over 576, p.c over 512
@@ -66,8 +74,8 @@ def attention_s(spec, tp: int, batch, pairs, pkv, dkv, hw, prof=None, prefill: b
     Calibrated profile: its prefill tables are flash-attention (GQA/MHA) measurements per head_dim, and the
     non-absorbed prefill is an MHA flash attention, so ops.attn_prefill_time_s asks them at head_dim 160 with
     kv_heads = heads (calibration.attention.by_head_dim: the nearest table outside the measured dims). Its
-    decode tables are of per-KV-head GQA reads, which absorbed MLA is not: decode always uses the roofline
-    above (aiconfigurator measures MLA separately: systems/data/<gpu>/mla/<engine>/generation_mla_perf.parquet)."""
+    GQA decode tables are of per-KV-head reads, which absorbed MLA is not: decode uses the profile's MLA table
+    where it has one (decode_time_s; aiconfigurator's systems/data/<gpu>/mla/<engine>/generation_mla_perf.parquet)."""
     h_tp = spec.num_heads // tp
     kv_rank, nope, v = spec.kv_lora_rank, spec.qk_nope_head_dim, spec.v_head_dim
     t = np.zeros(np.shape(batch.decode_seqs))
@@ -78,5 +86,5 @@ def attention_s(spec, tp: int, batch, pairs, pkv, dkv, hw, prof=None, prefill: b
         t = t + np.where(np.asarray(batch.prefill_seqs) > 0, up, 0.0) + att
     if decode:
         absorbed = ops.gemm_time_s(batch.decode_seqs, h_tp * (nope + v), kv_rank, "bf16", hw, prof)  # W_UK, W_UV
-        t = t + absorbed + decode_time_s(batch.decode_seqs, dkv, h_tp, spec, hw)
+        t = t + absorbed + decode_time_s(batch.decode_seqs, dkv, h_tp, spec, hw, prof)
     return t

@@ -101,3 +101,15 @@ def group_time_s(curves: dict, size, group: int):
     lo = groups[groups.index(hi) - 1]
     w = (np.log(group) - np.log(lo)) / (np.log(hi) - np.log(lo))
     return np.exp((1 - w) * np.log(curves[lo].time_s(size)) + w * np.log(curves[hi].time_s(size)))
+
+
+def curves_of(d: dict, multi: bool) -> dict:
+    """The `collectives` section's curves: single-node ones {op: {group: Curve}} (keys "8"), or with
+    `multi` the multi-node ones {op: {(group, nodes): Curve}} (keys "16@2"); ops without any left out."""
+    out: dict = {}
+    for op, curves in d.get("collectives", {}).items():
+        for key, c in curves.items():
+            group, nodes = parse_key(key)
+            if (nodes > 1) == multi:
+                out.setdefault(op, {})[(group, nodes) if multi else group] = Curve(c)
+    return out

@@ -48,6 +48,7 @@ class Profile:
     data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     spanning: dict = dataclasses.field(default_factory=dict)  # op -> {(group, nodes): Curve}: measured
     # groups over several nodes (JSON keys "16@2"); exact placements only (spanning_time_s)
+    mla: dict = dataclasses.field(default_factory=dict)  # kv dtype -> (DecodeTable, its head_dim): MLA decode
 
     # ---- the protocol perfmodel.ops calls -------------------------------------------------------
     def gemm_time_s(self, m, n, k, dtype: str):
@@ -93,6 +94,14 @@ class Profile:
             return None
         size = np.asarray(size_bytes, dtype=float)
         return np.where(size > 0, curve.time_s(size), 0.0)
+
+    def mla_decode_time_s(self, seqs, kv_tokens, heads: int, kv_dtype: str):
+        """Absorbed-MLA decode attention (calibration/mla_decode.py: one latent per key, `heads` query heads on
+        the GPU), or None without the section; a derived profile scales the per-byte part by its HBM ratio."""
+        if kv_dtype not in self.mla:
+            return None
+        tab, head_dim = self.mla[kv_dtype]
+        return tab.time_s(seqs, kv_tokens, heads, 1.0, head_dim, kv_scale=self.hbm_ratio)
 
     def copy_time_s(self, kind: str, nbytes):
         """Measured-curve time of an h2d/d2h/d2d/p2p copy, or None (datasheet formula) if unmeasured."""
@@ -236,23 +245,17 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
             gemm={k: gm.GemmTable(v) for k, v in d.get("gemm", {}).items()},
             prefill={float(k): att.PrefillTable(v) for k, v in d.get("attention_prefill", {}).items()},
             decode={float(k): att.DecodeTable(v) for k, v in d.get("attention_decode", {}).items()},
-            collectives=_curves(d, multi=False), spanning=_curves(d, multi=True),
+            collectives=coll.curves_of(d, multi=False), spanning=coll.curves_of(d, multi=True),
+            mla=_mla_tables(d),
             copies={k: coll.Curve(v) for k, v in d.get("copies", {}).items()},
             notes=d.get("provenance", {}).get("notes", {}), moe=d.get("moe", {}), data=d)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: malformed profile ({type(e).__name__}: {e})") from None
 
 
-def _curves(d: dict, multi: bool) -> dict:
-    """The `collectives` section's curves: single-node ones {op: {group: Curve}} (keys "8"), or with
-    `multi` the multi-node ones {op: {(group, nodes): Curve}} (keys "16@2"); ops without any left out."""
-    out: dict = {}
-    for op, curves in d.get("collectives", {}).items():
-        for key, c in curves.items():
-            group, nodes = coll.parse_key(key)
-            if (nodes > 1) == multi:
-                out.setdefault(op, {})[(group, nodes) if multi else group] = coll.Curve(c)
-    return out
+def _mla_tables(d: dict) -> dict:
+    from .mla_decode import equiv_head_dim  # (not at import: `python -m perfmodel.calibration.mla_decode`)
+    return {k: (att.DecodeTable(v), equiv_head_dim(k)) for k, v in d.get("mla_decode", {}).get("tables", {}).items()}
 
 
 @functools.lru_cache(maxsize=32)
