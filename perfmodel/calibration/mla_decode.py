@@ -88,12 +88,12 @@ def errors(section: dict, path: Path) -> dict:
 def with_section(text: str, section: dict) -> str:
     """The profile JSON text with its `mla_decode` section (just before `moe`, the last key, or last when
     there is none) replaced or added; every other byte unchanged."""
-    from .moe import _dumps
+    from .moe import profile_json
     start = text.find(MARKER)
     if start >= 0:  # drop the old section: it runs to the next top-level key
         end = text.find(',\n "', start + len(MARKER))
         text = text[:start] + (text[end:] if end >= 0 else "\n}\n")
-    block = MARKER + _dumps(section).replace("\n", "\n ")
+    block = MARKER + profile_json(section).replace("\n", "\n ")
     cut = text.find(MOE_MARKER)
     out = text[:cut] + block + text[cut:] if cut >= 0 else text.rstrip()[:-1].rstrip() + block + "\n}\n"
     json.loads(out)  # still one JSON object

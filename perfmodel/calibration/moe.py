@@ -249,7 +249,7 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
     return section
 
 
-def _dumps(obj) -> str:
+def profile_json(obj) -> str:
     """JSON as the profile writes it (indent 1), number lists on one line."""
     text = json.dumps(obj, indent=1)
     return re.sub(r"\[([^\[\]{}]*)\]", lambda m: "[" + re.sub(r"\n\s*", "", m.group(1)) + "]", text)
@@ -260,7 +260,7 @@ def with_section(text: str, section: dict) -> str:
     byte of the file unchanged."""
     cut = text.find(MARKER)
     body = text[:cut] if cut >= 0 else text.rstrip()[:-1].rstrip()  # drop the closing brace
-    out = body + ",\n" + MARKER.lstrip(",\n") + _dumps(section).replace("\n", "\n ") + "\n}\n"
+    out = body + ",\n" + MARKER.lstrip(",\n") + profile_json(section).replace("\n", "\n ") + "\n}\n"
     json.loads(out)  # still one JSON object
     return out
 
