@@ -86,3 +86,8 @@ def test_writer_keeps_other_bytes(tmp_path):
     assert list(d)[-2:] == ["mla_decode", "moe"] and d["moe"] == json.loads(text)["moe"]
     assert {k: v for k, v in d.items() if k != "mla_decode"} == {k: v for k, v in json.loads(text).items()
                                                                  if k != "mla_decode"}
+
+
+def test_explain_names_the_section():
+    assert "mla_decode" in PROF.describe("attention") and "mla_decode" in PROF.describe("attention_decode")
+    assert "mla_decode" not in PROF.describe("attention_prefill") and "mla_decode" not in NO_MLA.describe("attention")

@@ -183,7 +183,8 @@ class Profile:
                 parts.append("prefill efficiency grid over log (s, seqs*heads, GQA)")
             if self.decode and op != "attention_prefill":
                 parts.append("decode fixed + KV bytes / bandwidth over log (seqs*kv_heads, GQA)")
-            return f"{src}: {'; '.join(parts)}, per head_dim {dims}"
+            mla = "; MLA decode: the `mla_decode` section's kernel table per KV dtype" if self.mla else ""
+            return f"{src}: {'; '.join(parts)}, per head_dim {dims}" + (mla if op != "attention_prefill" else "")
         if op in self.collectives or op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                                              "send_recv", "custom_all_reduce"):
             if op not in self.collectives:
