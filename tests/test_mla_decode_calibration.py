@@ -91,3 +91,11 @@ def test_writer_keeps_other_bytes(tmp_path):
 def test_explain_names_the_section():
     assert "mla_decode" in PROF.describe("attention") and "mla_decode" in PROF.describe("attention_decode")
     assert "mla_decode" not in PROF.describe("attention_prefill") and "mla_decode" not in NO_MLA.describe("attention")
+
+
+def test_fit_clis_name_a_missing_table(tmp_path, capsys):
+    """Regression: the calibration CLIs raised a traceback for a data dir without the parquet files."""
+    from perfmodel.calibration import moe
+    assert md.main([str(tmp_path)]) == 2 and moe.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("error: ") and "not found" in line for line in err)

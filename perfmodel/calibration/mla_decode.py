@@ -108,6 +108,11 @@ def main(argv=None) -> int:
     p.add_argument("--write", action="store_true", help="write the mla_decode section into the profile JSON")
     a = p.parse_args(argv)
     path = Path(a.profile) if Path(a.profile).is_file() else PROFILE_DIR / f"{a.profile}.json"
+    need = a.data_dir / FIT_SOURCE[0] / FIT_SOURCE[1] / "generation_mla_perf.parquet"
+    for f, what in ((path, "profile"), (need, "fit table")):
+        if not f.is_file():
+            print(f"error: {what} {f} not found", file=sys.stderr)
+            return 2
     section = fit(a.data_dir, json.loads(path.read_text())["roofline"])
     for label, (backend, version) in (("fit", FIT_SOURCE), ("held out", CHECK_SOURCE)):
         f = a.data_dir / backend / version / "generation_mla_perf.parquet"

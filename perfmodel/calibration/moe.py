@@ -277,6 +277,11 @@ def main(argv=None) -> int:
                    help="print the leave-one-shape-out error of the ratio-only and the floor + ratio fits")
     a = p.parse_args(argv)
     path = Path(a.profile) if Path(a.profile).is_file() else PROFILE_DIR / f"{a.profile}.json"
+    missing = [f for f in [path] + [a.data_dir / s[0] / s[1] / "moe_perf.parquet" for q in SOURCES.values()
+                                    for s in q.values()] if not f.is_file()]
+    if missing:
+        print(f"error: {missing[0]} not found", file=sys.stderr)
+        return 2
     d = json.loads(path.read_text())
     d.pop("moe", None)
     prof = from_dict(d, str(path))  # the formula's denominator: GEMM tables without any moe section
