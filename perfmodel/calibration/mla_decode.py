@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import attention as att
+from . import sections
 
 REPO = "ai-dynamo/aiconfigurator"
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
@@ -38,7 +39,6 @@ CHECK_SOURCE = ("sglang", "0.5.9")
 LATENT = 576  # DeepSeek-V3 / Kimi-K2 kv_lora_rank 512 + qk_rope_head_dim 64: the tables' one latent width
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 ELEM_BYTES = {"bf16": 2.0, "fp8": 1.0}
-MARKER, MOE_MARKER = ',\n "mla_decode": ', ',\n "moe": '
 
 
 def equiv_head_dim(kv_dtype: str) -> float:
@@ -88,31 +88,19 @@ def errors(section: dict, path: Path) -> dict:
 def with_section(text: str, section: dict) -> str:
     """The profile JSON text with its `mla_decode` section (just before `moe`, the last key, or last when
     there is none) replaced or added; every other byte unchanged."""
-    from .moe import profile_json
-    start = text.find(MARKER)
-    if start >= 0:  # drop the old section: it runs to the next top-level key
-        end = text.find(',\n "', start + len(MARKER))
-        text = text[:start] + (text[end:] if end >= 0 else "\n}\n")
-    block = MARKER + profile_json(section).replace("\n", "\n ")
-    cut = text.find(MOE_MARKER)
-    out = text[:cut] + block + text[cut:] if cut >= 0 else text.rstrip()[:-1].rstrip() + block + "\n}\n"
-    json.loads(out)  # still one JSON object
-    return out
+    return sections.with_section(text, "mla_decode", section, before="moe")
 
 
 def main(argv=None) -> int:
-    from .profile import PROFILE_DIR
     p = argparse.ArgumentParser(prog="python -m perfmodel.calibration.mla_decode", description=__doc__.split("\n")[0])
     p.add_argument("data_dir", type=Path, help="dir with <backend>/<version>/generation_mla_perf.parquet")
     p.add_argument("--profile", default="h100_sxm", help="profile JSON (name in perfmodel/profiles or path)")
     p.add_argument("--write", action="store_true", help="write the mla_decode section into the profile JSON")
     a = p.parse_args(argv)
-    path = Path(a.profile) if Path(a.profile).is_file() else PROFILE_DIR / f"{a.profile}.json"
-    need = a.data_dir / FIT_SOURCE[0] / FIT_SOURCE[1] / "generation_mla_perf.parquet"
-    for f, what in ((path, "profile"), (need, "fit table")):
-        if not f.is_file():
-            print(f"error: {what} {f} not found", file=sys.stderr)
-            return 2
+    table = a.data_dir / FIT_SOURCE[0] / FIT_SOURCE[1] / "generation_mla_perf.parquet"
+    path = sections.checked_inputs(a.profile, [table])
+    if path is None:
+        return 2
     section = fit(a.data_dir, json.loads(path.read_text())["roofline"])
     for label, (backend, version) in (("fit", FIT_SOURCE), ("held out", CHECK_SOURCE)):
         f = a.data_dir / backend / version / "generation_mla_perf.parquet"

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
+from . import sections
 from .moe_shapes import add_shape_tables, leave_one_shape_out
 
 REPO = "ai-dynamo/aiconfigurator"
@@ -85,7 +85,6 @@ WEIGHT_DTYPE_MAP = {"bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp
 MODEL_DTYPE = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "w4a16_mxfp4": "mxfp4", "w4a16_int4": "int4"}
 FALLBACK_FRAMEWORK = "vllm"  # sglang runs the same triton fused_moe family as vLLM
 MAX_SPLIT = 32  # larger splits clamp to 32 (keeps the shipped profile < 210 kB)
-MARKER = ',\n "moe": '  # the section is written as the profile\'s last key
 X_STEP = 1.0  # log2 m_e grid step
 MIN_ABOVE_FLOOR = 0.05  # the measured time above the floor at the floor's own point (keeps the log finite)
 # model shapes whose measured points are committed for the tests (hidden, inter, experts, topk)
@@ -249,25 +248,15 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
     return section
 
 
-def profile_json(obj) -> str:
-    """JSON as the profile writes it (indent 1), number lists on one line."""
-    text = json.dumps(obj, indent=1)
-    return re.sub(r"\[([^\[\]{}]*)\]", lambda m: "[" + re.sub(r"\n\s*", "", m.group(1)) + "]", text)
-
-
 def with_section(text: str, section: dict) -> str:
     """The profile JSON text with its `moe` section (the last key) replaced or added; every other
     byte of the file unchanged."""
-    cut = text.find(MARKER)
-    body = text[:cut] if cut >= 0 else text.rstrip()[:-1].rstrip()  # drop the closing brace
-    out = body + ",\n" + MARKER.lstrip(",\n") + profile_json(section).replace("\n", "\n ") + "\n}\n"
-    json.loads(out)  # still one JSON object
-    return out
+    return sections.with_section(text, "moe", section)
 
 
 def main(argv=None) -> int:
     from ..hardware import load_hardware
-    from .profile import PROFILE_DIR, from_dict
+    from .profile import from_dict
     p = argparse.ArgumentParser(prog="python -m perfmodel.calibration.moe", description=__doc__.split("\n")[0])
     p.add_argument("data_dir", type=Path, help="dir with <backend>/<version>/moe_perf.parquet")
     p.add_argument("--profile", default="h100_sxm", help="profile JSON (name in perfmodel/profiles or path)")
@@ -276,11 +265,9 @@ def main(argv=None) -> int:
     p.add_argument("--loso", action="store_true",
                    help="print the leave-one-shape-out error of the ratio-only and the floor + ratio fits")
     a = p.parse_args(argv)
-    path = Path(a.profile) if Path(a.profile).is_file() else PROFILE_DIR / f"{a.profile}.json"
-    missing = [f for f in [path] + [a.data_dir / s[0] / s[1] / "moe_perf.parquet" for q in SOURCES.values()
-                                    for s in q.values()] if not f.is_file()]
-    if missing:
-        print(f"error: {missing[0]} not found", file=sys.stderr)
+    path = sections.checked_inputs(a.profile, [a.data_dir / s[0] / s[1] / "moe_perf.parquet"
+                                               for q in SOURCES.values() for s in q.values()])
+    if path is None:
         return 2
     d = json.loads(path.read_text())
     d.pop("moe", None)

@@ -275,15 +275,20 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
 
 
-def load_profile(name_or_path) -> Profile:
-    """A shipped profile by name (h100_sxm, h200_sxm) or a profile JSON path; cached per file."""
+def profile_path(name_or_path) -> Path:
+    """The JSON file of a shipped profile by name (h100_sxm, h200_sxm) or a profile JSON path."""
     p = Path(name_or_path)
     if not p.is_file():
         p = PROFILE_DIR / f"{str(name_or_path).lower().replace('-', '_')}.json"
         if not p.is_file():
             raise ValueError(f"unknown profile {str(name_or_path)!r}: give a JSON path or one of "
                              f"{', '.join(profile_names()) or '(none shipped)'}")
-    return _load(str(p.resolve()))
+    return p
+
+
+def load_profile(name_or_path) -> Profile:
+    """A shipped profile by name (h100_sxm, h200_sxm) or a profile JSON path; cached per file."""
+    return _load(str(profile_path(name_or_path).resolve()))
 
 
 def default_profile(hw):
