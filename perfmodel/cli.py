@@ -61,14 +61,15 @@ def estimate_main(args, out=None) -> int:
     out = out or sys.stdout
     hw = load_hardware(args.hardware)
     fw = for_hardware(with_knobs(framework_preset(args.framework, args.framework_version),
-                                 args.gpu_memory_utilization, args.step_overhead_ms), hw)
+                                 args.gpu_memory_utilization, args.step_overhead_ms, args.tokenize_us_per_token), hw)
     weights = args.weights or default_weights(args.model, hw.has_fp8)  # as simulate (modelspec.default_weights)
     spec = load_model(args.model, weights=weights, kv=args.kv_dtype)
     prof = resolve_profile(hw, args.profile)
     hw, args.gpus = cluster(hw, args.nodes, args.gpus_per_node, args.gpus)  # node size used; total GPUs
     setup = {"weights": weights, "framework": args.framework, "framework_version": args.framework_version,
              "gpu_memory_utilization": fw.gpu_memory_utilization,
-             "step_overhead_ms": round(1e3 * fw.step_overhead_s, 9)}  # what every row was computed with
+             "step_overhead_ms": round(1e3 * fw.step_overhead_s, 9),  # what every row was computed with
+             "tokenize_us_per_token": round(1e6 * fw.tokenize_s_per_token, 9)}
     rows = [{**estimate(s, spec, hw, args.gpus, args.input, args.output, prof=prof, fw=fw,
                         threshold_tokens=args.threshold, max_model_len=args.max_model_len), **setup}
             for s in split_strategies(args.strategies)]
@@ -83,7 +84,7 @@ def estimate_main(args, out=None) -> int:
         print(f"{spec.name} ({weights} weights, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
               f"{args.input} in / {args.output} out; profile: {getattr(prof, 'name', None) or 'datasheet'}; "
               f"framework {args.framework}; gpu_memory_utilization {setup['gpu_memory_utilization']:g}, step overhead "
-              f"{setup['step_overhead_ms']:g} ms", file=out)
+              f"{setup['step_overhead_ms']:g} ms, tokenization {setup['tokenize_us_per_token']:g} us/token", file=out)
         width = max(24, *(len(r["layout"]) for r in rows))
         print(f"{'strategy':10s} {'layout':{width}s} {'TTFT ms':>9s} {'TPOT ms':>9s} {'tok/s (sat.)':>13s} "
               f"{'max context':>12s} {'KV tokens':>12s}", file=out)
@@ -137,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                    f"use, as vLLM's flag (default: {DEFAULT_FRAMEWORK.gpu_memory_utilization})")
     e.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits "
                    f"on (default: {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g}, perfmodel/framework.py)")
+    e.add_argument("--tokenize-us-per-token", type=float, help="the front end's tokenization per prompt token, "
+                   f"in TTFT (default: {1e6 * DEFAULT_FRAMEWORK.tokenize_s_per_token:g}, measured: "
+                   "benchmarks/measure_tokenizer.py; 0: none)")
     e.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORKS),
                    help="serving framework whose memory rule and step overhead apply (docs/frameworks.md)")
     e.add_argument("--framework-version", help="where a default changed between versions (vLLM >= 0.18: async "

@@ -24,10 +24,19 @@ def _step_s(dep, spec, hw, batch, tokens, prof, fw):
     return step_cost(spec, lay, hw, batch, prof, fw)
 
 
+def frontend_s(fw, input_tokens: int) -> float:
+    """Seconds from a lone request's send to its engine: the front end's micro-batch window, if it waits
+    for more prompts, and the tokenization (simulator/cluster/frontend.py; none without a tokenization cost)."""
+    if fw.tokenize_s_per_token <= 0:
+        return 0.0
+    return fw.tokenize_batch_wait_s + fw.tokenize_s_per_token * input_tokens
+
+
 def ttft_s(dep, spec, hw, input_tokens: int, limits: SchedulerLimits, prof=None, fw=DEFAULT_FRAMEWORK):
-    """Time to first token of one request alone: its prompt in chunks of the token budget."""
+    """Time to first token of one request alone: the front end's tokenization of its prompt (alone, it
+    waits out a micro-batch window: frontend_s), then its prompt in chunks of the token budget."""
     chunk = limits.max_num_batched_tokens
-    t, done = 0.0, 0
+    t, done = frontend_s(fw, input_tokens), 0
     while done < input_tokens:
         n = min(chunk, input_tokens - done)
         t += float(_step_s(dep, spec, hw, prefill_batch(n, 1, done), n, prof, fw).total_s)
@@ -180,7 +189,7 @@ def _sidp(spec, hw, gpus, I, O, prof, fw, limits, max_len) -> dict:
     def alone(n: float) -> np.ndarray:
         return np.r_[float(n), np.zeros(dp - 1)]
 
-    ttft, done, ttft_modes = 0.0, 0, set()
+    ttft, done, ttft_modes = frontend_s(fw, I), 0, set()  # (the front end first, as ttft_s)
     while done < I:
         n = min(limits.max_num_batched_tokens, I - done)
         local = float(step_cost(spec, local_lay, hw, prefill_batch(n, 1, done), prof, fw).total_s)

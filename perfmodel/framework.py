@@ -80,6 +80,17 @@ class Framework:
     # deployment's measurements fix it. Fitted value for SGLang 0.5.8 PD under Dynamo: SGLANG_PD_HANDOFF_S
     # (simulator/validate/harness.py; fitted, mechanism not identified: docs/fidelity.md).
     pd_handoff_s: float = 0.0
+    # Seconds per prompt token of the serving front end's tokenizer, before the engine sees a request (and
+    # after the client's TTFT clock started). vLLM, SGLang and TRT-LLM tokenize in one thread of their API
+    # server with Hugging Face `tokenizers` (docs/frameworks.md, "Front end"); requests queue for it in
+    # arrival order (simulator.cluster.frontend). MEASURED, not fitted: TOKENIZE_S_PER_TOKEN below.
+    tokenize_s_per_token: float = 0.0
+    # vLLM tokenizes in micro-batches: its AsyncMicrobatchTokenizer takes the first queued prompt, waits up
+    # to 2 ms for more, up to 32 (`batch_wait_timeout_s=0.002`, `max_batch_size=32`; vllm/utils/async_utils.py
+    # :24-50 and the loop at :85-105, identical @ 0.11.2, 0.12.0, 0.18.0), so a lone request waits the whole
+    # window. 0: one request at a time (SGLang 0.5.1's TokenizerManager, TRT-LLM's generate_async).
+    tokenize_batch_wait_s: float = 0.0
+    tokenize_max_batch: int = 1
 
     def __post_init__(self):
         if self.moe_imbalance is not None and self.moe_imbalance < 1:
@@ -87,15 +98,28 @@ class Framework:
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         for f in ("step_overhead_s", "eager_op_overhead_s", "misc_kernel_floor_s", "reserve_bytes",
-                  "reserve_per_tp_bytes", "moe_a2a_call_s", "pd_handoff_s"):
+                  "reserve_per_tp_bytes", "moe_a2a_call_s", "pd_handoff_s", "tokenize_s_per_token",
+                  "tokenize_batch_wait_s"):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f}={getattr(self, f)} must be >= 0")
+        if self.tokenize_max_batch < 1:
+            raise ValueError(f"tokenize_max_batch={self.tokenize_max_batch} must be >= 1")
 
+
+# Front-end tokenization, seconds per prompt token, by the kind of prompt text: `python benchmarks/
+# measure_tokenizer.py` (2026-11-26, this project's 2-core CI machine, Python 3.11, tokenizers 0.23.3 through
+# transformers 5.24, DeepSeek-V3's 129,280-token byte-level BPE; medians over 1k/4k/8k-token prompts, two
+# seeds): natural text ("text": aiperf's corpus prompts, and real traffic) 1.3-1.7 us/token, random token ids
+# decoded to text ("random": benchmark_serving's random dataset) 2.8-3.5 us/token. The same library and call
+# in all three servers; a faster host CPU would take less (docs/fidelity.md).
+TOKENIZE_S_PER_TOKEN = {"text": 1.5e-6, "random": 3.0e-6}
 
 # vLLM's default capture sizes: [1, 2, 4] + every 8 to 248 + every 16 from 256 to 512 (vllm/config/vllm.py
 # _set_cudagraph_sizes, 0.11.2 lines 847-875; 512 = min(2 x max_num_seqs, 512) with 1024 seqs on H100)
 VLLM_CUDA_GRAPH_SIZES = (1, 2, 4) + tuple(range(8, 256, 8)) + tuple(range(256, 513, 16))
-DEFAULT_FRAMEWORK = Framework(cuda_graph_sizes=VLLM_CUDA_GRAPH_SIZES)  # vLLM's
+DEFAULT_FRAMEWORK = Framework(cuda_graph_sizes=VLLM_CUDA_GRAPH_SIZES,  # vLLM's
+                              tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"], tokenize_batch_wait_s=0.002,
+                              tokenize_max_batch=32)
 
 GiB = 2**30
 # SGLang 0.5.1: decode batches up to cuda_graph_max_bs (160 on H100 at tp < 4, server_args.py), sizes
@@ -109,8 +133,10 @@ SGLANG_CUDA_GRAPH_SIZES = (1, 2, 4, 8, 12) + tuple(range(16, 161, 8))
 FRAMEWORKS = {
     "vllm": DEFAULT_FRAMEWORK,
     "sglang": Framework(name="sglang", gpu_memory_utilization=1.0, reserve_bytes=9.5 * GiB, reserve_per_tp_bytes=0.5 * GiB,
-                        cuda_graph_sizes=SGLANG_CUDA_GRAPH_SIZES, cuda_graph_decode_only=True, schedule_ahead=True),
-    "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True, schedule_ahead=True),
+                        cuda_graph_sizes=SGLANG_CUDA_GRAPH_SIZES, cuda_graph_decode_only=True, schedule_ahead=True,
+                        tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
+    "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True, schedule_ahead=True,
+                        tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
 }
 
 
@@ -167,14 +193,17 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
 
 
 def with_knobs(fw: Framework = DEFAULT_FRAMEWORK, gpu_memory_utilization: float | None = None,
-               step_overhead_ms: float | None = None) -> Framework:
-    """`fw` with the knobs users set (--gpu-memory-utilization, --step-overhead-ms); None keeps fw's."""
-    check_knobs(gpu_memory_utilization, step_overhead_ms)
+               step_overhead_ms: float | None = None, tokenize_us_per_token: float | None = None) -> Framework:
+    """`fw` with the knobs users set (--gpu-memory-utilization, --step-overhead-ms, --tokenize-us-per-token);
+    None keeps fw's."""
+    check_knobs(gpu_memory_utilization, step_overhead_ms, tokenize_us_per_token)
     changes = {}
     if gpu_memory_utilization is not None:
         changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
     if step_overhead_ms is not None:
         changes["step_overhead_s"] = float(step_overhead_ms) / 1e3
+    if tokenize_us_per_token is not None:
+        changes["tokenize_s_per_token"] = float(tokenize_us_per_token) / 1e6
     return dataclasses.replace(fw, **changes) if changes else fw
 
 
@@ -191,9 +220,12 @@ def with_async(fw: Framework, on: bool | None, step_overhead_ms: float | None = 
     return dataclasses.replace(fw, **changes)
 
 
-def check_knobs(gpu_memory_utilization: float | None = None, step_overhead_ms: float | None = None) -> None:
-    """One line naming the knob and its bound: 0 < gpu_memory_utilization <= 1, 0 <= step_overhead_ms < inf."""
-    for name, v in (("gpu_memory_utilization", gpu_memory_utilization), ("step_overhead_ms", step_overhead_ms)):
+def check_knobs(gpu_memory_utilization: float | None = None, step_overhead_ms: float | None = None,
+                tokenize_us_per_token: float | None = None) -> None:
+    """One line naming the knob and its bound: 0 < gpu_memory_utilization <= 1, 0 <= step_overhead_ms < inf,
+    0 <= tokenize_us_per_token < inf."""
+    for name, v in (("gpu_memory_utilization", gpu_memory_utilization), ("step_overhead_ms", step_overhead_ms),
+                    ("tokenize_us_per_token", tokenize_us_per_token)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise ValueError(f"{name}={v!r} must be a number")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:  # NaN fails too
@@ -203,6 +235,9 @@ def check_knobs(gpu_memory_utilization: float | None = None, step_overhead_ms: f
     if step_overhead_ms is not None and not 0 <= step_overhead_ms < float("inf"):
         raise ValueError(f"step_overhead_ms={step_overhead_ms} must be a finite number >= 0 "
                          f"(default {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} ms)")
+    if tokenize_us_per_token is not None and not 0 <= tokenize_us_per_token < float("inf"):
+        raise ValueError(f"tokenize_us_per_token={tokenize_us_per_token} must be a finite number >= 0 "
+                         f"(default {1e6 * DEFAULT_FRAMEWORK.tokenize_s_per_token:g} us)")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -153,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits on "
                    f"(scheduling, sampling); default {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} "
                    "(perfmodel/framework.py)")
+    p.add_argument("--tokenize-us-per-token", type=float, help="the serving front end's tokenization time per "
+                   "prompt token, before an engine sees a request (one thread, requests in arrival order; counted "
+                   f"in TTFT); default {1e6 * DEFAULT_FRAMEWORK.tokenize_s_per_token:g} (measured: "
+                   "benchmarks/measure_tokenizer.py); 0: no front end (a request reaches its engine when sent)")
     p.add_argument("--async-scheduling", choices=("on", "off"), help="the engine schedules step n+1 while step n "
                    "runs (vLLM's --async-scheduling; TRT-LLM's and SGLang's overlap schedulers): a request reaching "
                    "a busy engine joins the step after next; vLLM hides its step overhead (0 ms). Default: the "
@@ -190,6 +194,7 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
                    max_concurrency=args.max_concurrency, client_turnaround_ms=args.client_turnaround_ms,
                    slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                    gpu_memory_utilization=args.gpu_memory_utilization, step_overhead_ms=args.step_overhead_ms,
+                   tokenize_us_per_token=args.tokenize_us_per_token,
                    async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
                    framework=args.framework, framework_version=args.framework_version, nodes=args.nodes,
                    gpus_per_node=args.gpus_per_node)

@@ -59,6 +59,8 @@ class RunSpec:
     slo_tpot_ms: float | None = None
     gpu_memory_utilization: float | None = None  # None: the framework's (vLLM's 0.9)
     step_overhead_ms: float | None = None  # None: the framework's (1 ms, perfmodel/framework.py says why)
+    # None: the framework's front-end tokenization per prompt token (perfmodel/framework.py, measured); 0: none
+    tokenize_us_per_token: float | None = None
     # the framework's loop schedules step n+1 while step n runs (vLLM --async-scheduling; TRT-LLM's and
     # SGLang's overlap schedulers): None, the framework's default (vLLM >= 0.18, TRT-LLM, SGLang: on)
     async_scheduling: bool | None = None
@@ -71,7 +73,7 @@ class RunSpec:
     gpus_per_node: int | None = None  # None: the preset's; fewer models a partly used node
 
     def __post_init__(self):
-        check_knobs(self.gpu_memory_utilization, self.step_overhead_ms)
+        check_knobs(self.gpu_memory_utilization, self.step_overhead_ms, self.tokenize_us_per_token)
         check_client_turnaround(self.client_turnaround_ms, self.max_concurrency)
         if self.framework is None:
             object.__setattr__(self, "framework", self.engine.scheduler)
@@ -174,8 +176,8 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or default_weights(rs.model, hw.has_fp8)
     spec = model_spec(rs.model, weights, rs.kv_dtype)
-    framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms), rs.async_scheduling,
-                           rs.step_overhead_ms)
+    framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms,
+                                      rs.tokenize_us_per_token), rs.async_scheduling, rs.step_overhead_ms)
     framework = for_hardware(framework, hw)
     cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
                     router=rs.router, max_concurrency=rs.max_concurrency, framework=framework,
@@ -195,6 +197,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
                 max_model_len=res.max_model_len, framework=rs.framework, framework_version=rs.framework_version,
                 gpu_memory_utilization=framework.gpu_memory_utilization,
                 step_overhead_ms=round(1e3 * framework.step_overhead_s, 9),  # as given: 0.3, not 0.30000000000000004
+                tokenize_us_per_token=round(1e6 * framework.tokenize_s_per_token, 9),
                 async_scheduling=framework.schedule_ahead)
     recipe = workload_recipe(wl, workload_args)
     summ.update(vllm_keys(req, rs, recipe, detail))

@@ -18,7 +18,8 @@ def _run(schedule_ahead: bool, arrivals, fast_forward: bool = False):
     # A decodes 200 tokens alone; B (5 tokens out) arrives at arrivals[1]
     wl = make_workload({"arrival_s": np.asarray(arrivals, float), "input_tokens": np.array([100, 50]),
                         "output_tokens": np.array([200, 5])}, source="test")
-    fw = dataclasses.replace(framework_preset("vllm"), schedule_ahead=schedule_ahead)
+    # (no front-end tokenization: the arrival instants below are the engine's own)
+    fw = dataclasses.replace(framework_preset("vllm"), schedule_ahead=schedule_ahead, tokenize_s_per_token=0.0)
     rs = RunSpec(policy="layout", layout="tp=1", model="llama-3.1-8b", hardware="h100", gpus=1, profile="none",
                  engine=EngineConfig(fast_forward=fast_forward))
     r = run(wl, rs, framework=fw)

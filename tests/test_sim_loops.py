@@ -8,7 +8,7 @@ from test_sim_util import batch, hardware, model, run, workload
 
 from perfmodel.deploy import deployment
 from perfmodel.estimate import tpot_s, ttft_s
-from perfmodel.framework import vllm_default_limits
+from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
 
 
 def _in_flight(f, times=False):
@@ -69,9 +69,12 @@ def test_max_concurrency_1_is_one_request_at_a_time():
     estimate, and the next is issued at the previous one's finish."""
     spec, hw = model(), hardware()
     ins, outs = [700, 3000, 150, 9000], [50, 10, 200, 30]
-    f = run(workload(np.zeros(4), ins, outs), max_concurrency=1).requests.frame()
+    # with the front end's tokenization on (the default framework's): TTFT = tokenization + prefill in both
+    f = run(workload(np.zeros(4), ins, outs), max_concurrency=1, tokenize_s_per_token=DEFAULT_FRAMEWORK.tokenize_s_per_token,
+            tokenize_batch_wait_s=DEFAULT_FRAMEWORK.tokenize_batch_wait_s).requests.frame()
     np.testing.assert_array_equal(f["issued_s"].iloc[1:].to_numpy(), f["finish_s"].iloc[:-1].to_numpy())
     dep = deployment("tp", spec, hw, 1)
+    assert DEFAULT_FRAMEWORK.tokenize_s_per_token > 0
     for (_, r), i, o in zip(f.iterrows(), ins, outs):
         assert r["ttft_ms"] == pytest.approx(1e3 * ttft_s(dep, spec, hw, i, vllm_default_limits(hw)), rel=1e-9)
         assert r["tpot_ms"] == pytest.approx(1e3 * tpot_s(dep, spec, hw, i, o), rel=1e-6)

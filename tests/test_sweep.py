@@ -105,10 +105,11 @@ def test_ray_executor_gives_identical_results(ray_session, grid_file, local_resu
 
 def test_client_turnaround_option_reaches_the_run_and_is_checked(tmp_path):
     grid = {"grid": {"policies": ["tp"], "traces": ["synthetic:batch?n=6&input=64&output=4"],
-                     "models": ["llama-3.1-8b"], "hardware": ["h100"], "gpus": [1], "max_concurrency": [2]}}
+                     "models": ["llama-3.1-8b"], "hardware": ["h100"], "gpus": [1], "max_concurrency": [2]},
+            "options": {"tokenize_us_per_token": 0}}  # (hand-overs alone: the front end would queue sends)
     plain = run_sweep(expand_grid(grid), tmp_path / "a.parquet", workers=1, progress=False)
-    slow = run_sweep(expand_grid({**grid, "options": {"client_turnaround_ms": 50}}), tmp_path / "b.parquet",
-                     workers=1, progress=False)
+    slow = run_sweep(expand_grid({**grid, "options": {"client_turnaround_ms": 50, "tokenize_us_per_token": 0}}),
+                     tmp_path / "b.parquet", workers=1, progress=False)
     assert plain["error"].iloc[0] == slow["error"].iloc[0] == ""
     # 6 requests, 2 slots: 2 hand-overs per slot, each 50 ms later than at once
     assert slow["duration"].iloc[0] == pytest.approx(plain["duration"].iloc[0] + 0.1, rel=1e-6)

@@ -29,6 +29,7 @@ from simulator.policies.static import STATIC
 from simulator.results.records import RequestRecords, StepRecords
 
 from .arrivals import Arrivals
+from .frontend import Tokenizer
 from .router import ROUTERS, Router
 
 
@@ -152,12 +153,20 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
 
     def reject(pos, reason: str) -> bool:
         recs.reject_reason[pos] = reason  # one reason per cause (summary.json counts them)
-        recs.issued_s[pos] = env.now
+        if recs.issued_s[pos] != recs.issued_s[pos]:  # (NaN: not sent through the front end already)
+            recs.issued_s[pos] = env.now
         if progress is not None:
             progress(1)
         return False
 
     def issue(pos, at_boundary=True) -> bool:
+        if tokenizer.active:  # the client's clock starts now; the server checks the request once tokenized
+            recs.issued_s[pos] = env.now
+            tokenizer.send(pos, int(recs.input_tokens[pos]))
+            return True
+        return deliver(pos, at_boundary)
+
+    def deliver(pos, at_boundary=True) -> bool:
         if recs.total_tokens[pos] > max_model_len:  # vLLM's API server: prompt + max_tokens > max_model_len
             return reject(pos, f"context_length: prompt + output > max_model_len ({max_model_len})")
         if spec.attention_chunk_tokens and recs.total_tokens[pos] > spec.attention_chunk_tokens:
@@ -177,6 +186,11 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             e.submit(pos, at_boundary)
         return True
 
+    def tokenized(pos) -> None:  # a request leaves the front end (FIFO, at no step boundary of its own)
+        if not deliver(pos, False):
+            arrivals.finished(pos)  # rejected there: its client's slot is free
+
+    tokenizer = Tokenizer(env, fw.tokenize_s_per_token, tokenized, fw.tokenize_batch_wait_s, fw.tokenize_max_batch)
     arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency, cfg.client_turnaround_s)
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):

@@ -23,7 +23,7 @@ class RequestRecords:
         self.output_tokens = df["output_tokens"].to_numpy(dtype=np.int64)
         self.total_tokens = (self.input_tokens + self.output_tokens).tolist()  # Python ints: per-request hot path
         self.priority = df["priority"].to_numpy(dtype=np.int64)
-        self.issued_s = np.full(n, np.nan)  # when it reached an engine (closed loop: may be later)
+        self.issued_s = np.full(n, np.nan)  # when its client sent it (closed loop: may be later; TTFT's start)
         self.scheduled_s = np.full(n, np.nan)  # first step that ran it
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)

@@ -36,6 +36,7 @@ def run_task(task: dict) -> dict:
                      slo_ttft_ms=opts.get("slo_ttft_ms"), slo_tpot_ms=opts.get("slo_tpot_ms"),
                      gpu_memory_utilization=opts.get("gpu_memory_utilization"),
                      step_overhead_ms=opts.get("step_overhead_ms"), nodes=int(opts.get("nodes", 1)),
+                     tokenize_us_per_token=opts.get("tokenize_us_per_token"),
                      gpus_per_node=opts.get("gpus_per_node"),
                      client_turnaround_ms=float(opts.get("client_turnaround_ms", 0.0)))
         summ = dict(run(wl, rs).summary)

@@ -9,8 +9,9 @@ weights (default, as simulate: the checkpoint's format, else fp8 where the hardw
 max_concurrency, frameworks (vllm, sglang, trtllm: each one's scheduler and memory rule; default vllm). [grid.policy_args] maps a policy to a list of argument tables (one run each;
 default one run with none). [options]: profile ("none" = datasheet, default the hardware's
 profile), slo_ttft_ms, slo_tpot_ms, seed, engine (EngineConfig fields), and the knobs `simulate`
-takes as flags: max_model_len, gpu_memory_utilization, step_overhead_ms, client_turnaround_ms (default: the
-model's limit, 0.9, 1 ms, 0; `engine = {max_model_len = N}` says the same as max_model_len = N;
+takes as flags: max_model_len, gpu_memory_utilization, step_overhead_ms, tokenize_us_per_token,
+client_turnaround_ms (default: the model's limit, 0.9, 1 ms, the framework's measured tokenizer, 0;
+`engine = {max_model_len = N}` says the same as max_model_len = N;
 client_turnaround_ms needs every run closed-loop, max_concurrency > 0).
 
     [grid]
@@ -58,7 +59,7 @@ AXES = {  # grid key -> coordinate name
 DEFAULTS = {"layout": "", "rate_scale": 1.0, "model": "llama-3.3-70b", "hardware": "h200", "gpus": 8,
             "weights": None, "kv_dtype": "bf16", "max_concurrency": 0, "framework": "vllm"}  # weights None: as simulate, by hardware
 OPTIONS = ("profile", "slo_ttft_ms", "slo_tpot_ms", "seed", "engine", "max_model_len", "gpu_memory_utilization",
-           "step_overhead_ms", "nodes", "gpus_per_node", "client_turnaround_ms")  # nodes: the gpus axis is then the total (docs/multinode.md)
+           "step_overhead_ms", "nodes", "gpus_per_node", "client_turnaround_ms", "tokenize_us_per_token")  # nodes: the gpus axis is then the total (docs/multinode.md)
 COORDS = ("policy", "policy_args", "layout", "trace", "rate_scale", "model", "hardware", "gpus",
           "weights", "kv_dtype", "max_concurrency", "framework")
 
@@ -132,7 +133,8 @@ def _knob_options(options: dict) -> dict:
     """[options] with max_model_len moved into engine (one spelling, one run_id) and the knobs checked."""
     options = dict(options)
     try:
-        check_knobs(options.get("gpu_memory_utilization"), options.get("step_overhead_ms"))
+        check_knobs(options.get("gpu_memory_utilization"), options.get("step_overhead_ms"),
+                    options.get("tokenize_us_per_token"))
         check_client_turnaround(options.get("client_turnaround_ms", 0.0), 1, TURN)
     except ValueError as e:
         raise GridError(f"[options]: {e}") from None

@@ -98,7 +98,8 @@ def replay(case: Case, seed: int = 0, framework: str | None = None, choice: int 
     rs = run_spec(case, h, **fields)
     # the harness's non-default MoE kernels, CUDA-graph sizes, DeepEP mode and PD handoff on the framework preset
     changes = {k: v for k, v in (("moe_kernel", h.moe_kernel or None), ("cuda_graph_sizes", h.cuda_graph_sizes),
-                                 ("moe_a2a_call_s", h.moe_a2a_call_s), ("pd_handoff_s", h.pd_handoff_s))
+                                 ("moe_a2a_call_s", h.moe_a2a_call_s), ("pd_handoff_s", h.pd_handoff_s),
+                                 ("tokenize_s_per_token", h.tokenize_s_per_token))
                if v is not None}
     fw = dataclasses.replace(framework_preset(rs.framework, rs.framework_version), **changes) if changes else None
     r = run(workload_of(case, h, seed), rs, framework=fw)
