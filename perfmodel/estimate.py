@@ -78,8 +78,11 @@ def saturated_throughput(dep, spec, hw, input_tokens: int, output_tokens: int, l
                        prefill_kv_tokens=p + max(1.0, r) * chunk_ctx,
                        decode_seqs=d, decode_kv_tokens=d * (I + O / 2.0))
     t = float(_step_s(dep, spec, hw, batch, d + p, prof, fw).total_s)
-    return {"throughput_tokens_per_s": r * (I + O) / t * dep.instances, "concurrency": d * dep.instances,
-            "step_s": t}
+    # the front end's one tokenizer thread passes at most 1 / (c x I) requests a second to every instance
+    # together (simulator/cluster/frontend.py): below the engines' rate, the engines wait for it
+    share = min(1.0, 1.0 / (fw.tokenize_s_per_token * I * r / t * dep.instances)) if fw.tokenize_s_per_token > 0 else 1.0
+    return {"throughput_tokens_per_s": share * r * (I + O) / t * dep.instances,
+            "concurrency": share * d * dep.instances, "step_s": t}
 
 
 def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_tokens: int,

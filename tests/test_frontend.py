@@ -205,3 +205,20 @@ def test_the_server_checks_a_request_once_it_is_tokenized():
     # the 2nd is sent when the 1st finishes and turned away 9000 C later; the 3rd is sent then
     assert f["issued_s"].iloc[1] == f["finish_s"].iloc[0]
     assert f["issued_s"].iloc[2] == pytest.approx(f["issued_s"].iloc[1] + 9000 * C, abs=1e-12)
+
+
+def test_a_slow_front_end_caps_the_saturated_throughput():
+    """At 50 us per prompt token the tokenizer passes 1 / (50 us x 4096) = 4.9 requests a second, fewer
+    than 8 DP engines would serve: the estimate's saturated throughput is that rate x (I + O) tokens, and the
+    simulated deployment under a flood of requests completes them no faster."""
+    from perfmodel.estimate import estimate
+    spec, hw = model(), hardware()
+    fast = estimate("dp", spec, hw, 8, 4096, 64, fw=with_knobs(DEFAULT_FRAMEWORK, tokenize_us_per_token=0))
+    slow = estimate("dp", spec, hw, 8, 4096, 64, fw=with_knobs(DEFAULT_FRAMEWORK, tokenize_us_per_token=50))
+    cap = (4096 + 64) / (50e-6 * 4096)
+    assert fast["throughput_tokens_per_s"] > 3 * cap
+    assert slow["throughput_tokens_per_s"] == pytest.approx(cap, rel=1e-9)
+    f = run(workload(np.zeros(60), np.full(60, 4096), np.full(60, 64)), gpus=8, policy="dp",
+            tokenize_s_per_token=50e-6).requests.frame()
+    rate = (len(f) - 1) / (f["scheduled_s"].max() - f["scheduled_s"].min())  # admissions follow the tokenizer
+    assert rate == pytest.approx(1 / (50e-6 * 4096), rel=0.02)
