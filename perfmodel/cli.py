@@ -32,7 +32,14 @@ def _explain(spec, hw, prof, fw, args, out) -> None:
 
     src = getattr(prof, "describe", None)
     print(f"\nprofile: {getattr(prof, 'name', None) or 'none (datasheet roofline: ' + hw.name + ')'}", file=out)
-    from .estimate import DYNAMIC
+    from .estimate import DYNAMIC, frontend_s
+
+    front = frontend_s(fw, args.input)
+    if front > 0:  # in every TTFT above, before the prefill steps
+        print(f"front end (in TTFT): {1e3 * front:.3f} ms <- the server's tokenizer: {args.input} prompt tokens x "
+              f"{1e6 * fw.tokenize_s_per_token:g} us (perfmodel/framework.py TOKENIZE_S_PER_TOKEN, measured by "
+              f"benchmarks/measure_tokenizer.py)" + (f" + its {1e3 * fw.tokenize_batch_wait_s:g} ms micro-batch window"
+                                                     if fw.tokenize_batch_wait_s > 0 else ""), file=out)
 
     for strategy in split_strategies(args.strategies):
         if strategy.lower() in DYNAMIC:

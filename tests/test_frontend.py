@@ -222,3 +222,13 @@ def test_a_slow_front_end_caps_the_saturated_throughput():
             tokenize_s_per_token=50e-6).requests.frame()
     rate = (len(f) - 1) / (f["scheduled_s"].max() - f["scheduled_s"].min())  # admissions follow the tokenizer
     assert rate == pytest.approx(1 / (50e-6 * 4096), rel=0.02)
+
+
+def test_explain_names_the_front_end(capsys):
+    est = ["estimate", "--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "1", "--strategies", "tp",
+           "--profile", "none", "--input", "4096", "--output", "16", "--explain"]
+    assert perfmodel_main(est) == 0
+    out = capsys.readouterr().out
+    assert "front end (in TTFT): 8.144 ms" in out and "measure_tokenizer.py" in out  # 2 ms + 4096 x 1.5 us
+    assert perfmodel_main([*est, "--tokenize-us-per-token", "0"]) == 0
+    assert "front end" not in capsys.readouterr().out
