@@ -232,3 +232,15 @@ def test_explain_names_the_front_end(capsys):
     assert "front end (in TTFT): 8.144 ms" in out and "measure_tokenizer.py" in out  # 2 ms + 4096 x 1.5 us
     assert perfmodel_main([*est, "--tokenize-us-per-token", "0"]) == 0
     assert "front end" not in capsys.readouterr().out
+
+
+def test_the_tokenizer_measurement_script_refuses_a_missing_file_in_one_line(capsys, tmp_path):
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "measure_tokenizer.py"
+    spec = importlib.util.spec_from_file_location("measure_tokenizer", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--tokenizer", str(tmp_path / "absent.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "absent.json" in err
