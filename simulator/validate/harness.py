@@ -55,13 +55,14 @@ SGLANG_PD_HANDOFF_S = 0.140
 # every streamed chunk), the timing manager's semaphore release drops the next credit
 # (timing/request_rate_strategy.py:45-96), and the worker that takes it first fetches the prompt from the
 # dataset manager (worker.py:235-252, a request/reply) before sending. FITTED on the TTFT of the 93
-# aiperf vLLM 0.12 Qwen3-32B rows (`python benchmarks/fit_client_turnaround.py --ms 0 10 12 14 15 16 18 20
-# 25 30`, refitted 2026-11-26 with the front end's tokenization modelled: 28.3, 25.3, 24.6, 22.9, 21.6,
-# **21.3**, 24.5, 28.2, 28.7, 33.3%; it was 20 ms before); held out: the aiperf TRT-LLM and SGLang rows
-# (21.7% at 16 ms; docs/fidelity.md gives both). Measured as well, on this project's 2-core machine (aiperf
-# 0.1.1 against a mock streaming server, docs/fidelity.md): 12-88 ms, growing with concurrency and output
-# length, so a host-dependent figure, which is why it stays fitted. benchmark_serving (InferenceX, sa-bench)
-# awaits the next request in the same asyncio loop: 0.
+# aiperf vLLM 0.12 Qwen3-32B rows (`python benchmarks/fit_client_turnaround.py --ms 0 10 12 14 15 16 17 18
+# 20 25 30`), refitted 2026-11-26 with the front end modelled (tokenization and vLLM's micro-batch window):
+# 27.4, 26.0, 23.9, **23.5**, 24.7, 25.4, 26.6, 27.7, 28.3, 31.2, 38.5%; it was 20 ms before. Held out: the
+# aiperf TRT-LLM and SGLang rows (23.2% at 14 ms; docs/fidelity.md gives both, and all aggregated rows at
+# 19.1-19.7% for 14-20 ms). Measured as well, on this project's 2-core machine (aiperf 0.1.1 against a mock
+# streaming server, docs/fidelity.md): 12-88 ms, growing with concurrency and output length, so a
+# host-dependent figure, which is why it stays fitted. benchmark_serving (InferenceX, sa-bench) awaits the
+# next request in the same asyncio loop: 0.
 AIPERF_TURNAROUND_S = 0.014
 
 
