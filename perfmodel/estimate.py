@@ -80,9 +80,11 @@ def saturated_throughput(dep, spec, hw, input_tokens: int, output_tokens: int, l
     t = float(_step_s(dep, spec, hw, batch, d + p, prof, fw).total_s)
     # the front end's one tokenizer thread passes at most 1 / (c x I) requests a second to every instance
     # together (simulator/cluster/frontend.py): below the engines' rate, the engines wait for it
-    share = min(1.0, 1.0 / (fw.tokenize_s_per_token * I * r / t * dep.instances)) if fw.tokenize_s_per_token > 0 else 1.0
-    return {"throughput_tokens_per_s": share * r * (I + O) / t * dep.instances,
-            "concurrency": share * d * dep.instances, "step_s": t}
+    engines_rps = r / t * dep.instances
+    front_rps = 1.0 / (fw.tokenize_s_per_token * I) if fw.tokenize_s_per_token > 0 else float("inf")
+    share = min(1.0, front_rps / engines_rps)
+    return {"throughput_tokens_per_s": share * engines_rps * (I + O), "concurrency": share * d * dep.instances,
+            "step_s": t}
 
 
 def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_tokens: int,
