@@ -16,6 +16,7 @@ The same measured side can come from `python -m kernels.serve --http PORT` drive
     ("code", """
 import importlib
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -92,5 +93,6 @@ for r in res["rows"]:
     assert 1 / 25 < sim / meas < 2, (r["strategy"], meas, sim)
     assert abs(rep_o["median_tpot_ms_rel_err"]) < 0.5, (r["strategy"], rep_o["median_tpot_ms_rel_err"])
 print("sim-vs-real loop ran; bounds hold")
+shutil.rmtree(OUT)  # the run's files are not kept (a failed check above leaves them for a look)
 """),
 ]

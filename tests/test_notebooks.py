@@ -35,9 +35,14 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     monkeypatch.setenv("NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("NOTEBOOK_FIGURES", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    scratch = tmp_path / "tmp"  # the kernel's tempfile dir: what a notebook leaves there, it leaked
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     # the kernelspec's argv[0] "python" is replaced by this interpreter (jupyter_client), so the
     # notebook runs in the same environment as the tests
     nbclient.NotebookClient(nb, kernel_name="python3", timeout=120,
                             resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     assert list(tmp_path.glob(f"{name}_*.png")) or name == "05_calibration"
+    # regression: notebook 06 kept a tempfile.mkdtemp run directory per run (59 under /tmp by 2026-11-26)
+    assert not list(scratch.glob(f"{name}_*")), f"{name} left its scratch files: {sorted(scratch.iterdir())}"
