@@ -92,8 +92,23 @@ def _expert_gemm_s(spec, layout, hw, n_loc, prof, fw: Framework = DEFAULT_FRAMEW
     return t
 
 
-def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework):
-    """(gemm, elementwise) seconds of one layer on one GPU for `tokens` new tokens."""
+def dispatches_experts(layout) -> bool:
+    """EP across attention-DP ranks (`dp=w,ep=w`): each rank's routed experts serve the tokens of the whole
+    EP group, so their time depends on the group's load, not the costed rank's alone."""
+    return layout.ep > 1 and not ep_replicated(layout)
+
+
+def routed_experts_s(spec, layout, hw, rank_tokens, prof=None, fw: Framework = DEFAULT_FRAMEWORK):
+    """Routed experts of every MoE layer of the busiest stage on the busiest GPU, when the attention-DP
+    ranks of the EP group hold `rank_tokens` (CUDA-graph padded) tokens each on average. With
+    rank_tokens = the costed rank's own tokens this is the routed part of token_terms (equal load)."""
+    n_loc = padded_tokens(rank_tokens, layout.sp) / layout.sp
+    return _stage_layers(spec, layout)[1] * _expert_gemm_s(spec, layout, hw, n_loc, prof, fw)
+
+
+def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, routed: bool = True):
+    """(gemm, elementwise) seconds of one layer on one GPU for `tokens` new tokens (routed=False: without
+    the routed experts, which routed_experts_s costs from the EP group's load)."""
     tp, sp = layout.tp, layout.sp
     d, dh, wd = spec.hidden_size, spec.head_dim, spec.dense_weight_dtype  # (routed experts: spec.weight_dtype)
     n_loc = padded_tokens(tokens, sp) / sp
@@ -107,7 +122,8 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework):
                 + ops.gemm_time_s(n_loc, d, q_tp, wd, hw, prof))
     if moe:
         gemm = gemm + ops.gemm_time_s(n_loc, spec.num_experts, d, "bf16", hw, prof)  # router
-        gemm = gemm + _expert_gemm_s(spec, layout, hw, n_loc, prof, fw)
+        if routed:
+            gemm = gemm + _expert_gemm_s(spec, layout, hw, n_loc, prof, fw)
         if spec.shared_expert_size:
             f = spec.shared_expert_size / tp
             gemm = gemm + ops.gemm_time_s(n_loc, 2 * f, d, wd, hw, prof) + ops.gemm_time_s(n_loc, d, f, wd, hw, prof)
@@ -179,14 +195,16 @@ def _collective_s(c, layout, hw, prof, fw: Framework):
     return c.calls * t
 
 
-def token_terms(spec, layout, hw, tokens, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> dict:
+def token_terms(spec, layout, hw, tokens, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
+                routed: bool = True) -> dict:
     """Terms of one micro-batch on the busiest stage that depend only on its token count:
-    layer GEMMs, elementwise kernels and every collective but the logits gather."""
+    layer GEMMs, elementwise kernels and every collective but the logits gather (routed=False:
+    without the routed experts, routed_experts_s)."""
     tokens = np.asarray(tokens, dtype=float)
     terms = {t: np.zeros_like(tokens) for t in TERMS}
     for moe, count in zip((False, True), _stage_layers(spec, layout)):
         if count:
-            g, e = _layer_gemm_ew_s(spec, layout, hw, tokens, moe, prof, fw)
+            g, e = _layer_gemm_ew_s(spec, layout, hw, tokens, moe, prof, fw, routed)
             terms["gemm"] = terms["gemm"] + count * g
             terms["elementwise"] = terms["elementwise"] + count * e
     host = sum(_stage_layers(spec, layout)) * hw.host_layer_s + hw.host_step_s  # eager host time (a CPU's; 0 on GPUs)
@@ -219,20 +237,29 @@ def attention_s(spec, layout, hw, batch: StepBatch, prof=None) -> np.ndarray:
     return sum(_stage_layers(spec, layout)) * _layer_attention_s(spec, layout, hw, batch, prof)
 
 
-def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework) -> dict:
+def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework, load_share: float = 1.0) -> dict:
     """Terms of one micro-batch through the busiest pipeline stage."""
     # a CUDA-graph step runs at its captured size: every term but attention and the LM head (applied to
     # the sampled rows outside the graph) pays for the padding
     tokens = graph_tokens(batch.tokens, np.asarray(batch.prefill_seqs) == 0, fw)
-    terms = token_terms(spec, layout, hw, tokens, prof, fw)
+    if load_share != 1.0 and dispatches_experts(layout) and spec.num_moe_layers:
+        terms = token_terms(spec, layout, hw, tokens, prof, fw, routed=False)
+        terms["gemm"] = terms["gemm"] + routed_experts_s(spec, layout, hw, tokens * load_share, prof, fw)
+    else:
+        terms = token_terms(spec, layout, hw, tokens, prof, fw)
     for k, v in seq_terms(spec, layout, hw, batch.seqs, prof, fw).items():
         terms[k] = terms[k] + v
     terms["attention"] = terms["attention"] + attention_s(spec, layout, hw, batch, prof)
     return terms
 
 
-def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEFAULT_FRAMEWORK) -> StepCost:
+def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEFAULT_FRAMEWORK,
+              load_share: float = 1.0) -> StepCost:
     """Time of one engine step of one instance: every scheduled sequence advances by its new tokens.
+
+    `load_share`: where the instance is one attention-DP rank of an EP group (dispatches_experts), the
+    group's mean tokens per rank over this rank's: its routed experts serve the whole group (1, equal
+    load, the default; 1 / dp for a rank busy alone beside idle ones, as a lock-step tick costs it).
 
     PP: the batch is split into m = min(pp, seqs) micro-batches, the largest pacing the pipeline;
     in steady state the pipeline holds pp micro-batches in flight, so a step takes pp stage-times
@@ -242,12 +269,12 @@ def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEF
     pp = layout.pp
     if pp > 1:
         m = np.clip(np.minimum(pp, batch.seqs), 1, None)
-        stage = _stage_s(spec, layout, hw, micro_batch(batch, m), prof, fw)
+        stage = _stage_s(spec, layout, hw, micro_batch(batch, m), prof, fw, load_share)
         stage_total = sum(stage.values())
         terms = {k: v * m for k, v in stage.items()}
         terms["pipeline_bubble"] = np.where(batch.tokens > 0, (pp - m) * stage_total, 0.0)
     else:
-        terms = _stage_s(spec, layout, hw, batch, prof, fw)
+        terms = _stage_s(spec, layout, hw, batch, prof, fw, load_share)
     terms["overhead"] = terms["overhead"] + np.where(batch.tokens > 0, fw.step_overhead_s, 0.0) \
         + hw.host_prefill_seq_s * batch.prefill_seqs  # (a CPU reference loop's; 0 on GPUs)
     return StepCost(terms)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .batch import decode_batch, make_batch, prefill_batch
-from .cost import step_cost
+from .cost import dispatches_experts, step_cost
 from . import deploy
 from .deploy import SINGLE_NODE_STRATEGIES, deployment, instance_layout
 from .framework import DEFAULT_FRAMEWORK, Framework, SchedulerLimits, vllm_default_limits
@@ -19,9 +19,14 @@ from .layout import LayoutError, ParallelLayout
 from .modelspec import resolve_max_model_len
 
 
-def _step_s(dep, spec, hw, batch, tokens, prof, fw):
+def _step_s(dep, spec, hw, batch, tokens, prof, fw, lone: bool = True):
+    """A step of one instance. `lone`: a lone request's, whose rank, where it is one of dp attention-DP
+    ranks of an EP group, runs beside idle ones, so the routed experts see 1 / dp of an equally loaded
+    group's tokens (as the simulator's lock-step ticks cost them: simulator/engine/lockstep.py); else
+    every rank equally loaded (the saturated steady state)."""
     lay = instance_layout(dep.layout_for(tokens))
-    return step_cost(spec, lay, hw, batch, prof, fw)
+    share = 1.0 / lay.dp if lone and dispatches_experts(lay) else 1.0
+    return step_cost(spec, lay, hw, batch, prof, fw, load_share=share)
 
 
 def frontend_s(fw, input_tokens: int) -> float:
@@ -77,7 +82,7 @@ def saturated_throughput(dep, spec, hw, input_tokens: int, output_tokens: int, l
     batch = make_batch(prefill_tokens=p, prefill_seqs=max(1.0, r), prefill_pairs=p * (chunk_ctx + 0.5),
                        prefill_kv_tokens=p + max(1.0, r) * chunk_ctx,
                        decode_seqs=d, decode_kv_tokens=d * (I + O / 2.0))
-    t = float(_step_s(dep, spec, hw, batch, d + p, prof, fw).total_s)
+    t = float(_step_s(dep, spec, hw, batch, d + p, prof, fw, lone=False).total_s)
     # the front end's one tokenizer thread passes at most 1 / (c x I) requests a second to every instance
     # together (simulator/cluster/frontend.py): below the engines' rate, the engines wait for it
     engines_rps = r / t * dep.instances

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .batch import StepBatch, make_batch
-from .cost import attention_s, seq_terms, step_cost, token_terms
+from .cost import attention_s, dispatches_experts, routed_experts_s, seq_terms, step_cost, token_terms
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
 
 
@@ -31,7 +31,11 @@ class StepTable:
         graphs = fw.cuda_graph_sizes
         t = np.arange(max(max_tokens, max(graphs, default=0)) + 1, dtype=float)
         s = np.arange(max_seqs + 1, dtype=float)
-        self._tok = sum(token_terms(spec, layout, hw, t, prof, fw).values()).tolist()
+        # attention-DP ranks dispatching to EP: the routed experts apart, costed at the EP group's mean load
+        # (time_s's rank_tokens; the costed rank's own tokens unless a lock-step tick says otherwise)
+        self.dispatch = dispatches_experts(layout) and spec.num_moe_layers > 0
+        self._tok = sum(token_terms(spec, layout, hw, t, prof, fw, routed=not self.dispatch).values()).tolist()
+        self._routed: dict = {}  # routed-expert seconds by mean padded tokens per rank
         # tokens a step is costed at (CUDA-graph padding, perfmodel.framework.graph_tokens): [mixed, decode-only]
         self._pad = [graph_tokens(t[:max_tokens + 1].astype(int), d, fw).tolist() for d in (False, True)]
         self._seq = sum(seq_terms(spec, layout, hw, s, prof, fw).values()).tolist()
@@ -51,14 +55,34 @@ class StepTable:
         self._fresh = [0.0] + np.broadcast_to(fresh, L.shape).tolist()
         self._prefill_cache: dict = {}  # prefill attention by (pt, ps, pairs, pkv)
 
-    def _micro(self, pt, ps, pairs, pkv, dn, dkv, m) -> float:
+    def routed_s(self, rank_tokens: float) -> float:
+        """Routed experts of a step when the EP group's ranks hold `rank_tokens` padded tokens on average."""
+        t = self._routed.get(rank_tokens)
+        if t is None:
+            if len(self._routed) > 100_000:
+                self._routed.clear()
+            t = self._routed[rank_tokens] = float(routed_experts_s(self.spec, self.layout, self.hw, float(rank_tokens),
+                                                                   self.prof, self.fw))
+        return t
+
+    def padded(self, pt: int, dn: int) -> int:
+        """Tokens the step of `pt` prefill and `dn` decode tokens is costed at (CUDA-graph padding)."""
+        return self._pad[pt == 0][pt + dn] if pt + dn <= self.max_tokens else pt + dn
+
+    def _micro(self, pt, ps, pairs, pkv, dn, dkv, m, rank_tokens=None) -> float:
         """Seconds of the largest of m micro-batches through the busiest stage (batch.micro_batch)."""
         if m > 1:
+            own = self._pad[pt == 0][pt + dn]
             mpt, mps, mdn = -(-pt // min(m, max(ps, 1))), -(-ps // m), -(-dn // m)  # a chunk is not split
             pairs, pkv = (pairs * mpt / pt, pkv * mpt / pt) if pt else (0.0, 0.0)
             dkv = dkv * mdn / dn if dn else 0.0
             pt, ps, dn = mpt, mps, mdn
-        t = self._tok[self._pad[pt == 0][pt + dn]] + self._seq[ps + dn]
+            if rank_tokens is not None:  # the group's load in the same proportion as this rank's
+                rank_tokens = rank_tokens * self._pad[pt == 0][pt + dn] / own
+        padded = self._pad[pt == 0][pt + dn]
+        t = self._tok[padded] + self._seq[ps + dn]
+        if self.dispatch:
+            t += self.routed_s(padded if rank_tokens is None else rank_tokens)
         if dn:
             t += self._dec_a[dn] + self._dec_b[dn] * dkv
         if pt:
@@ -78,16 +102,18 @@ class StepTable:
     def _fits(self, pt, dn, ps) -> bool:
         return pt + dn <= self.max_tokens and ps + dn <= self.max_seqs
 
-    def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0) -> float:
+    def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0, rank_tokens=None) -> float:
         """Seconds of one step: `pt` prefill tokens over `ps` sequences (`pairs` causal pairs, `pkv`
-        keys), `dn` decoding sequences reading `dkv` keys in total."""
+        keys), `dn` decoding sequences reading `dkv` keys in total. `rank_tokens`: where this rank's
+        routed experts serve an EP group of attention-DP ranks, their mean padded tokens this step
+        (simulator.engine.lockstep; None: as many as this rank's, the closed form's equal load)."""
         if pt + dn == 0:
             return 0.0
-        if not self._fits(pt, dn, ps):
+        if not self._fits(pt, dn, ps):  # beyond the table: step_cost, at equal load
             return float(step_cost(self.spec, self.layout, self.hw,
                                    make_batch(pt, ps, pairs, pkv, dn, dkv), self.prof, self.fw).total_s)
         m = max(1, min(self.pp, ps + dn))
-        return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m) + self.fw.step_overhead_s \
+        return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m, rank_tokens) + self.fw.step_overhead_s \
             + self.hw.host_prefill_seq_s * ps
 
     def decode_affine(self, dn: int) -> tuple[float, float]:

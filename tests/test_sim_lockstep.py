@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from perfmodel.estimate import frontend_s
+from perfmodel.framework import DEFAULT_FRAMEWORK
+from perfmodel.layout import ParallelLayout
 from test_sim_util import run, workload
 
 from perfmodel.hardware import load_hardware
@@ -43,11 +45,38 @@ def test_attention_dp_ranks_step_together_and_a_prompt_stretches_the_other_ranks
     # every tick with both ranks busy has one start and one duration
     both = s.groupby("start_s").filter(lambda g: len(g) == 2)
     assert len(both) and (both.groupby("start_s")["duration_s"].nunique() == 1).all()
-    # the decoding request pays for the other rank's prompt: its TPOT grows, the prompt's TTFT does not
+    # the decoding request pays for the other rank's prompt: its step beside the prompt is the prompt's tick
+    # (above), longer than its decode steps before it
+    own = s[s["engine"] != prompt["engine"]]
+    assert prompt["duration_s"] > own[own["start_s"] < prompt["start_s"]]["duration_s"].max()
     fl, ff = lock.requests.frame(), free.requests.frame()
     dec = fl["input_tokens"] == 128
-    assert fl.loc[dec, "tpot_ms"].iloc[0] > ff.loc[dec, "tpot_ms"].iloc[0]
-    assert fl.loc[~dec, "ttft_ms"].iloc[0] == pytest.approx(ff.loc[~dec, "ttft_ms"].iloc[0], rel=0.05)
+    alone = run(workload([0.0], [128], [400]), model_name=MOE, weights="fp8", policy="layout",
+                layout="dp=2,tp=4,ep=8", gpus=8, engine=dict(dp_lockstep="ep")).requests.frame()
+    assert fl.loc[dec, "tpot_ms"].iloc[0] > alone["tpot_ms"].iloc[0]
+    # (not longer than alone: its tick costs the experts at the group's mean load, below the equal load)
+    assert fl.loc[~dec, "ttft_ms"].iloc[0] <= ff.loc[~dec, "ttft_ms"].iloc[0]
+
+
+def test_a_lone_rank_costs_its_experts_at_the_groups_mean_load():
+    """Regression (2026-11-26): a busy attention-DP rank beside idle ones was costed as if every rank of its
+    EP group held as many tokens (its routed experts hit as many experts as a full group's tokens would).
+    Each lock-step tick now costs them at the members' mean padded tokens, idle ones counting 0."""
+    from perfmodel.steptable import StepTable
+
+    r = run(workload([0.0], [128], [40]), model_name=MOE, weights="fp8", policy="layout", layout="dp=2,tp=4,ep=8",
+            gpus=8, engine=dict(dp_lockstep="ep", fast_forward=False))
+    solo = run(workload([0.0], [128], [40]), model_name=MOE, weights="fp8", policy="layout",
+               layout="dp=2,tp=4,ep=8", gpus=8, engine=dict(dp_lockstep="off", fast_forward=False))
+    s, s_solo = r.steps.frame(), solo.steps.frame()
+    fw = dataclasses.replace(DEFAULT_FRAMEWORK, tokenize_s_per_token=0.0, tokenize_batch_wait_s=0.0)
+    tab = StepTable(load_model(MOE, weights="fp8"), ParallelLayout(dp=2, tp=4, ep=8), load_hardware("h100"), fw=fw)
+    for st in s.itertuples():
+        agg = (int(st.prefill_tokens), int(st.prefill_seqs), st.prefill_pairs, st.prefill_kv_tokens,
+               int(st.decode_seqs), st.decode_kv_tokens)
+        mean = tab.padded(agg[0], agg[4]) / 2  # one busy member of two
+        assert st.duration_s == pytest.approx(tab.time_s(*agg, rank_tokens=mean), rel=1e-12)
+    assert (s["duration_s"].to_numpy() < s_solo["duration_s"].to_numpy()).all()  # equal load: more experts hit
 
 
 def test_plain_dp_replicas_step_alone_unless_told():

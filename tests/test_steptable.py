@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from perfmodel.batch import make_batch
-from perfmodel.cost import step_cost
+from perfmodel.cost import routed_experts_s, step_cost
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.modelspec import load_model
@@ -13,7 +13,7 @@ from perfmodel.steptable import StepTable, decode_stretch_s, steps_within
 @pytest.mark.parametrize("model, layout", [
     ("llama-3.3-70b", ParallelLayout(tp=8)), ("llama-3.3-70b", ParallelLayout(sp=8)),
     ("llama-3.1-70b", ParallelLayout(tp=2, pp=4)), ("mixtral-8x7b", ParallelLayout(tp=2, ep=2)),
-    ("gpt-oss-120b", ParallelLayout(tp=4, sp=2)),
+    ("gpt-oss-120b", ParallelLayout(tp=4, sp=2)), ("qwen3-235b-a22b", ParallelLayout(dp=2, tp=4, ep=8)),
 ])
 def test_table_matches_step_cost(model, layout):
     spec, hw = load_model(model, weights="fp8"), load_hardware("h200")
@@ -131,3 +131,28 @@ def test_scalar_grid_equals_interp_bit_for_bit():
         if len(shape) > 1:  # (one axis: the array path is np.interp, another formula)
             vec = grid.interp(axes, vals, tuple(np.array(c) for c in zip(*pts)))
             assert one.tobytes() == np.asarray(vec, dtype=float).tobytes()
+
+
+def test_routed_experts_of_attention_dp_ranks_follow_the_groups_load():
+    """Attention DP + EP (`dp=2,tp=4,ep=8`): a rank's routed experts serve the EP group's tokens, so a step
+    costed at the group's mean load differs from the equal-load one by the routed-expert term alone;
+    EP inside one instance (`tp=8,ep=8`, every token replicated) and dense models ignore the load."""
+    spec, hw = load_model("qwen3-235b-a22b", weights="fp8"), load_hardware("h200")
+    lay = ParallelLayout(dp=2, tp=4, ep=8)
+    tab = StepTable(spec, lay, hw, max_tokens=2048, max_seqs=256)
+    assert tab.dispatch
+    own, dkv = 64, 64 * 3000.0
+    full = tab.time_s(dn=own, dkv=dkv)
+    assert tab.time_s(dn=own, dkv=dkv, rank_tokens=own) == full  # the default is the rank's own load
+    half = tab.time_s(dn=own, dkv=dkv, rank_tokens=own / 2)  # the other rank idle
+    routed = lambda n: float(routed_experts_s(spec, lay, hw, n))  # noqa: E731
+    assert 0 < routed(own / 2) < routed(own)
+    assert half == pytest.approx(full - routed(own) + routed(own / 2), rel=1e-12)
+    assert tab.time_s(dn=own, dkv=dkv, rank_tokens=2 * own) > full  # a busier group costs more
+    # the closed form's step_cost says the same through load_share (perfmodel estimate's lone request: 1 / dp)
+    b = make_batch(decode_seqs=own, decode_kv_tokens=dkv)
+    assert float(step_cost(spec, lay, hw, b, load_share=0.5).total_s) == pytest.approx(half, rel=1e-9)
+    assert float(step_cost(spec, lay, hw, b, load_share=1.0).total_s) == pytest.approx(full, rel=1e-9)
+    for other in (ParallelLayout(tp=8, ep=8), ParallelLayout(tp=8)):
+        t = StepTable(spec, other, hw, max_tokens=2048, max_seqs=256)
+        assert not t.dispatch and t.time_s(dn=own, dkv=dkv, rank_tokens=1) == t.time_s(dn=own, dkv=dkv)

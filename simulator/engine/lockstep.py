@@ -11,7 +11,10 @@ A tick: every member with work schedules at the tick's start (simulator.engine.s
 engine alone would), the tick lasts as long as the slowest member's step, and every member applies its
 step at the tick's end. A request routed to an idle member during a tick waits for the tick to end.
 The dummy batch of an idle member costs nothing here (one token through the model, less than any busy
-member's step). Steps are taken one at a time (no closed-form decode stretches): the cost grows with
+member's step). Where the members' MoE dispatches to experts spread over all of them (attention DP + EP),
+each member's routed experts serve the whole group's tokens: they are costed at the members' mean
+(CUDA-graph padded) tokens this tick, idle members counting 0 (perfmodel.steptable.StepTable.time_s's
+`rank_tokens`), not at the costed member's own as if every rank were as busy. Steps are taken one at a time (no closed-form decode stretches): the cost grows with
 ticks, as it does step by step.
 """
 from __future__ import annotations
@@ -48,7 +51,9 @@ class Lockstep:
                 continue
             start = env.now
             plans = [(e, e.begin_step()) for e in busy]
-            dur = max(table.time_s(*agg) for _, (_, agg, _, _, table) in plans)
+            # routed experts serving the whole EP group run at the group's mean load (idle members: 0)
+            load = sum(table.padded(agg[0], agg[4]) for _, (_, agg, _, _, table) in plans) / len(engines)
+            dur = max(table.time_s(*agg, rank_tokens=load) for _, (_, agg, _, _, table) in plans)
             yield env.timeout(dur)
             due = engines[0].arrivals_due() if engines[0].arrivals_due is not None else None
             if due is not None:  # arrivals at this very instant are seen by this boundary
