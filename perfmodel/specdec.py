@@ -50,11 +50,13 @@ class SpecDecode:
         return sum(self.acceptance ** i for i in range(self.draft_tokens + 1))
 
 
-def per_token_affine(table, n: int, sd: SpecDecode, num_layers: int) -> tuple[float, float]:
+def per_token_affine(table, n: int, sd: SpecDecode, num_layers: int, rank_tokens=None) -> tuple[float, float]:
     """(c0, c1) of one emitted token of n decoding requests reading K keys: (step) / T, step = drafts +
-    verify (module docstring). `table` is the pool's StepTable (decode_affine)."""
-    c0_n, c1 = table.decode_affine(n)
-    c0_verify, _ = table.decode_affine(n * (1 + sd.draft_tokens))
+    verify (module docstring). `table` is the pool's StepTable (decode_affine); `rank_tokens`: None (equal
+    load) or f(rows per request) -> the EP group's mean padded tokens per rank (StepTable.time_s's)."""
+    load = rank_tokens or (lambda rows: None)
+    c0_n, c1 = table.decode_affine(n, load(1))
+    c0_verify, _ = table.decode_affine(n * (1 + sd.draft_tokens), load(1 + sd.draft_tokens))
     layers = max(num_layers, 1)
     draft = sd.draft_tokens * 2.0 * c0_n / layers  # d passes of (one block + the head) over n rows
     c1_step = c1 * (1.0 + sd.draft_tokens / layers)  # verify reads every layer's keys, each draft one layer's

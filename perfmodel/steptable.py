@@ -109,22 +109,24 @@ class StepTable:
         (simulator.engine.lockstep; None: as many as this rank's, the closed form's equal load)."""
         if pt + dn == 0:
             return 0.0
-        if not self._fits(pt, dn, ps):  # beyond the table: step_cost, at equal load
-            return float(step_cost(self.spec, self.layout, self.hw,
-                                   make_batch(pt, ps, pairs, pkv, dn, dkv), self.prof, self.fw).total_s)
+        if not self._fits(pt, dn, ps):  # beyond the table: step_cost (padding: none that far)
+            share = 1.0 if rank_tokens is None else rank_tokens / (pt + dn)
+            return float(step_cost(self.spec, self.layout, self.hw, make_batch(pt, ps, pairs, pkv, dn, dkv),
+                                   self.prof, self.fw, load_share=share).total_s)
         m = max(1, min(self.pp, ps + dn))
         return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m, rank_tokens) + self.fw.step_overhead_s \
             + self.hw.host_prefill_seq_s * ps
 
-    def decode_affine(self, dn: int) -> tuple[float, float]:
-        """(c0, c1): a decode-only step of `dn` sequences reading K keys takes c0 + c1 * K seconds."""
+    def decode_affine(self, dn: int, rank_tokens=None) -> tuple[float, float]:
+        """(c0, c1): a decode-only step of `dn` sequences reading K keys takes c0 + c1 * K seconds
+        (`rank_tokens`: as time_s's)."""
         if not self._fits(0, dn, 0):
-            t0 = self.time_s(dn=dn, dkv=0.0)
-            return t0, (self.time_s(dn=dn, dkv=1e6 * dn) - t0) / (1e6 * dn)
+            t0 = self.time_s(dn=dn, dkv=0.0, rank_tokens=rank_tokens)
+            return t0, (self.time_s(dn=dn, dkv=1e6 * dn, rank_tokens=rank_tokens) - t0) / (1e6 * dn)
         m = max(1, min(self.pp, dn))
-        t0 = self._micro(0, 0, 0, 0, dn, 0.0, m)  # (evaluated once: c0 and c1 both need it)
+        t0 = self._micro(0, 0, 0, 0, dn, 0.0, m, rank_tokens)  # (evaluated once: c0 and c1 both need it)
         c0 = self.pp * t0 + self.fw.step_overhead_s
-        c1 = self.pp * (self._micro(0, 0, 0, 0, dn, 1.0 * dn, m) - t0) / dn
+        c1 = self.pp * (self._micro(0, 0, 0, 0, dn, 1.0 * dn, m, rank_tokens) - t0) / dn
         return c0, c1
 
 

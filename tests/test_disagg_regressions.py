@@ -60,3 +60,27 @@ def test_summary_names_the_deployment_once():
     r = run(_wl(4, 100, 4), RunSpec(policy="disagg", gpus=2, policy_args=(("prefill", "1x(tp=1)"),
                                                                          ("decode", "1x(tp=1)")), **SMALL))
     assert r.summary["layout"] == "prefill 1x(tp=1) / decode 1x(tp=1)"
+
+
+def test_attention_dp_decode_ranks_cost_experts_at_their_groups_load():
+    """A decode instance of attention-DP ranks (`1x(dp=2,ep=2)`) with one request on one rank: its routed
+    experts serve both ranks' tokens, the idle one's 0, so each decode stretch is costed at the group's mean
+    padded tokens (here 1 / 2 of the request's), not as if the idle rank were as busy (2026-11-26: it was)."""
+    from perfmodel.framework import DEFAULT_FRAMEWORK
+    from perfmodel.modelspec import load_model
+    from perfmodel.steptable import StepTable, decode_stretch_s
+
+    spec = dict(model="qwen3-30b-a3b", hardware="h100", weights="bf16", profile="none")
+    r = run(_wl(1, 200, 40), RunSpec(policy="disagg", gpus=3, tokenize_us_per_token=0.0,
+                                     policy_args=(("prefill", "1x(tp=1)"), ("decode", "1x(dp=2,ep=2)")), **spec))
+    assert (r.requests["status"] == "completed").all()
+    s = r.steps[r.steps["mode"] == "decode"]
+    assert len(s) and (s["decode_seqs"] == 1).all()
+    tab = StepTable(load_model("qwen3-30b-a3b", weights="bf16"), ParallelLayout(dp=2, ep=2), load_hardware("h100"),
+                    fw=DEFAULT_FRAMEWORK)
+    assert tab.dispatch
+    group, alone = tab.decode_affine(1, tab.padded(0, 1) / 2), tab.decode_affine(1)
+    assert group[0] < alone[0]
+    for st in s.itertuples():
+        want = decode_stretch_s(*group, st.decode_kv_tokens, 1, int(st.steps))
+        assert st.duration_s == np.float64(want) or abs(st.duration_s - want) <= 1e-12 * want

@@ -104,6 +104,10 @@ class Coordinator:
 
     def attach_decode(self, j: int, e) -> None:
         self.decode[j] = e
+        per = max(getattr(self.d_lay, "dp", 1), 1)  # a decode worker's attention-DP ranks: one EP group
+        group = [d for d in self.decode[j - j % per:j - j % per + per] if d is not None]
+        for d in group:
+            d.siblings = group
         e.queued = lambda: sum(len(q) for q in self.queues)
         e.on_finish = self._decoded
 

@@ -44,7 +44,16 @@ class DecodeEngine:
         self._stretch = None
         self._mode = steps.mode_code("decode")
         self.spec, self.num_layers = spec, num_layers  # perfmodel.specdec.SpecDecode or None
+        # the attention-DP ranks of this instance's EP group (the Coordinator sets them): their routed experts
+        # serve the group's tokens, costed at the members' mean load when a stretch starts
+        self.siblings: list = [self]
         self.proc = env.process(self._loop())
+
+    def _load(self, rows: int) -> float:
+        """Mean padded tokens per rank of the EP group when each running request adds `rows` rows (the
+        group's running batches now; a sibling's later changes do not re-cost a stretch in progress)."""
+        t = self.table
+        return sum(t.padded(0, rows * len(s.run)) for s in self.siblings) / len(self.siblings)
 
     @property
     def capacity_tokens(self) -> int:
@@ -92,8 +101,9 @@ class DecodeEngine:
             n = len(run)
             keys = float(sum(int(r.input_tokens[q] + r.generated[q]) for q in run))  # first step reads these
             k = int(min(r.output_tokens[q] - r.generated[q] for q in run))  # steps to the first completion
-            c0, c1 = (per_token_affine(self.table, n, self.spec, self.num_layers) if self.spec is not None
-                      else self.table.decode_affine(n))
+            load = self._load if self.table.dispatch and len(self.siblings) > 1 else None
+            c0, c1 = (per_token_affine(self.table, n, self.spec, self.num_layers, load) if self.spec is not None
+                      else self.table.decode_affine(n, load(1) if load else None))
             start = env.now
             if k > 1 and self.fast_forward:
                 self._stretch = st = Stretch(start, c0, c1, keys, n, k)
