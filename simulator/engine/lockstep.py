@@ -14,8 +14,8 @@ The dummy batch of an idle member costs nothing here (one token through the mode
 member's step). Where the members' MoE dispatches to experts spread over all of them (attention DP + EP),
 each member's routed experts serve the whole group's tokens: they are costed at the members' mean
 (CUDA-graph padded) tokens this tick, idle members counting 0 (perfmodel.steptable.StepTable.time_s's
-`rank_tokens`), not at the costed member's own as if every rank were as busy. Steps are taken one at a time (no closed-form decode stretches): the cost grows with
-ticks, as it does step by step.
+`rank_tokens`), not at the costed member's own as if every rank were as busy. Steps are taken one at a
+time (no closed-form decode stretches): the cost grows with ticks, as it does step by step.
 """
 from __future__ import annotations
 
