@@ -153,15 +153,13 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
 
     def reject(pos, reason: str) -> bool:
         recs.reject_reason[pos] = reason  # one reason per cause (summary.json counts them)
-        if recs.issued_s[pos] != recs.issued_s[pos]:  # (NaN: not sent through the front end already)
-            recs.issued_s[pos] = env.now
         if progress is not None:
             progress(1)
         return False
 
     def issue(pos, at_boundary=True) -> bool:
-        if tokenizer.active:  # the client's clock starts now; the server checks the request once tokenized
-            recs.issued_s[pos] = env.now
+        recs.issued_s[pos] = env.now  # the client sends it: TTFT's start, whatever waits come after (every policy)
+        if tokenizer.active:  # the server checks the request once tokenized
             tokenizer.send(pos, int(recs.input_tokens[pos]))
             return True
         return deliver(pos, at_boundary)

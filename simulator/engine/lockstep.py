@@ -52,7 +52,8 @@ class Lockstep:
             start = env.now
             plans = [(e, e.begin_step()) for e in busy]
             # routed experts serving the whole EP group run at the group's mean load (idle members: 0)
-            load = sum(table.padded(agg[0], agg[4]) for _, (_, agg, _, _, table) in plans) / len(engines)
+            load = (sum(table.padded(agg[0], agg[4]) for _, (_, agg, _, _, table) in plans) / len(engines)
+                    if plans[0][1][4].dispatch else None)
             dur = max(table.time_s(*agg, rank_tokens=load) for _, (_, agg, _, _, table) in plans)
             yield env.timeout(dur)
             due = engines[0].arrivals_due() if engines[0].arrivals_due is not None else None

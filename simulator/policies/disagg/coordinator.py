@@ -122,8 +122,6 @@ class Coordinator:
             where = ("a prefill instance's KV" if not fit else "a decode instance's KV")
             cap = max(self.longest) if not fit else max(d.capacity_tokens for d in self.decode)
             r.reject_reason[pos] = f"disagg: longer than {where} ({cap} tokens)"
-            if r.issued_s[pos] != r.issued_s[pos]:  # (NaN: not sent through the front end)
-                r.issued_s[pos] = self.env.now
             self.finished(pos)
             return
         i = min(fit, key=lambda e: (e.outstanding_tokens, e.index)).index

@@ -109,8 +109,6 @@ class Coordinator:
         return max(self.widths) if self.in_flight() < self.low_load else 0
 
     def dispatch(self, pos: int, at_boundary: bool = True) -> None:
-        if self.recs.issued_s[pos] != self.recs.issued_s[pos]:  # (NaN: not sent through the front end)
-            self.recs.issued_s[pos] = self.env.now  # TTFT counts any wait for a group
         k = self.width(pos)
         if k == 0:
             return self._dp(pos, at_boundary)

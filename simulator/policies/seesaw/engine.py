@@ -41,9 +41,7 @@ class SeesawEngine:
         r = self.recs
         self.outstanding_tokens += int(r.input_tokens[pos] + r.output_tokens[pos])
         self.outstanding_requests += 1
-        if r.issued_s[pos] != r.issued_s[pos]:  # NaN: first issue (else the client's send, frontend.py)
-            r.issued_s[pos] = self.env.now
-        r.engine[pos] = self.index
+        r.engine[pos] = self.index  # (issued_s: the client's send, set by the cluster's issue)
         self.waiting.append(pos)
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
