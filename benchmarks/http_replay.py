@@ -10,7 +10,8 @@ request of every round) and their relative difference: issue 16's "TTFT/TPOT wit
 in-process run", measured with the run-to-run noise averaged out (two in-process runs of this
 trace minutes apart differ by up to ~25% here: one pair of runs cannot show a 20% bound).
 Also: the HTTP path's own cost (client-side minus server-side TTFT of the same requests, from the
-server's --out records).
+server's --out records; median < 5 ms). Exits 1 when a figure is outside its bound (for a human: no test
+runs this script).
 """
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ from simulator.replay.cli import main as replay_main  # noqa: E402
 
 TRACE = "synthetic:gamma?rate=10&burstiness=0.5&n=30&input=48&output=16&seed=3"  # the test's trace
 BOUND = 0.20  # issue 16
+# the HTTP path's own cost on TTFT (client minus server, median): ~2 ms seen; tests/test_kernels_serve_http.py
+# asserted < 5 ms and the medians within 20% / 50% of one in-process run until issue 38 moved them here
+PATH_BOUND_MS = 5.0
 
 
 def served(args: list, trace: str, d: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -103,13 +107,17 @@ def main(argv=None) -> int:
                   f"{med['replayed'][1]:>9.1f} {med['server'][1]:>7.1f} | {path:.2f}")
     allr = {k: pd.concat(v) for k, v in pooled.items()}
     out = []
+    paths = [np.median(np.sort(r["ttft_ms"].to_numpy()) - np.sort(s["ttft_ms"].to_numpy()))
+             for r, s in zip(pooled["replayed"], pooled["server"])]
+    out.append(-1.0 < float(np.median(paths)) < PATH_BOUND_MS)
+    print(f"HTTP path on TTFT: median over rounds {np.median(paths):.2f} ms (bound {PATH_BOUND_MS:g} ms)")
     for name, f in (("median TTFT ms", lambda r: np.median(r["ttft_ms"])), ("median TPOT ms", lambda r: np.median(tpot_ms(r)))):
         m, r = f(allr["inproc"]), f(allr["replayed"])
         err = (r - m) / m
         out.append(abs(err) <= BOUND)
         print(f"pooled {name}: in-process {m:.2f}, replayed over HTTP {r:.2f} ({err:+.1%}; bound {BOUND:.0%})")
-    print("within the bound" if all(out) else "OUTSIDE the bound")
-    return 0
+    print("within the bounds" if all(out) else "OUTSIDE the bounds")
+    return 0 if all(out) else 1  # for a human to read: no test runs this
 
 
 if __name__ == "__main__":

@@ -28,11 +28,11 @@ bench = importlib.import_module("benchmarks.sim_vs_real_cpu")
 OUT = Path(tempfile.mkdtemp(prefix="06_sim_vs_real_"))  # the run's files (parquet, json): not kept
 STRATEGIES = "tp" if QUICK else "tp,dp,sp,shift"
 N = 20 if QUICK else 100
-t = time.perf_counter()
+t = time.perf_counter()  # clock: the run time, printed
 code = bench.main(["--quick", "--strategies", STRATEGIES, "--nproc", "2", "--profile", "none", "--requests", str(N),
                    "--rate", "10", "--out", str(OUT)])
 assert code == 0
-print(f"{time.perf_counter() - t:.1f} s")
+print(f"{time.perf_counter() - t:.1f} s")  # clock: printed, never asserted
 res = json.loads((OUT / "results.json").read_text())
 """),
     ("md", """
@@ -81,8 +81,10 @@ pd.DataFrame({r["strategy"]: {"median step meas (ms)": r["residuals"]["median_st
 """),
     ("md", """
 **Checks** (as tests/test_sim_vs_real_short.py, on fewer requests): every request completes on both
-sides with the same token counts; uncorrected median TPOT within [1/25, 2] of measured (a unit slip,
-a broken join or a NaN would fall outside); with the in-sample step overhead within 50%.
+sides with the same token counts and the error columns are the arithmetic of the two sides' figures.
+How close the two sides come depends on this machine's load, so it is printed, not asserted (issue
+38): the benchmark's sanity bounds are uncorrected median TPOT within [1/25, 2] of measured (a unit
+slip, a broken join or a NaN would fall outside) and, with the in-sample step overhead, within 50%.
 """),
     ("code", """
 for r in res["rows"]:
@@ -90,9 +92,9 @@ for r in res["rows"]:
     assert rep["completed_measured"] == rep["completed_simulated"] == rep["num_requests_measured"] == N, rep
     assert rep["per_request"]["input_tokens_differ"] == 0
     meas, sim = rep["median_tpot_ms_measured"], rep["median_tpot_ms_simulated"]
-    assert 1 / 25 < sim / meas < 2, (r["strategy"], meas, sim)
-    assert abs(rep_o["median_tpot_ms_rel_err"]) < 0.5, (r["strategy"], rep_o["median_tpot_ms_rel_err"])
-print("sim-vs-real loop ran; bounds hold")
+    assert meas > 0 and sim > 0 and abs(rep["median_tpot_ms_rel_err"] - (sim - meas) / meas) < 1e-9, rep
+outside = bench.sanity(res["rows"])
+print("sim-vs-real loop ran;", "sanity bounds hold" if not outside else "outside the sanity bounds: " + "; ".join(outside))
 shutil.rmtree(OUT)  # the run's files are not kept (a failed check above leaves them for a look)
 """),
 ]

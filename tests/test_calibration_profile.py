@@ -1,7 +1,6 @@
 """The shipped profiles (perfmodel/profiles/*.json): loaded by default for h100_sxm / h200_sxm, small,
 fast to evaluate, explained term by term, and the H200 transfer does what its provenance says."""
 import json
-import time
 
 import numpy as np
 import pytest
@@ -80,7 +79,8 @@ def test_sanity_points_of_the_calibration_readme():
     assert 3e-6 < float(p.collective_time_s("custom_all_reduce", 2048, 8)) < 6e-6
 
 
-def test_step_cost_with_profile_is_finite_and_fast():
+def test_step_cost_with_profile_is_finite_and_vectorised():
+    """100k steps in one call give finite, positive costs (the speed: benchmarks/perfmodel_speed.py)."""
     spec = load_model("llama-3.3-70b", weights="fp8")
     hw = load_hardware("h200")
     prof = default_profile(hw)
@@ -91,10 +91,13 @@ def test_step_cost_with_profile_is_finite_and_fast():
                        prefill_kv_tokens=pre, decode_seqs=dec, decode_kv_tokens=dec * ctx)
     for lay in (ParallelLayout(tp=8), ParallelLayout(sp=8), ParallelLayout(tp=2, pp=4)):
         step_cost(spec, lay, hw, make_batch(decode_seqs=[1, 2], decode_kv_tokens=[5, 9]), prof)
-        t0 = time.perf_counter()
         total = step_cost(spec, lay, hw, batch, prof).total_s
-        assert np.all(np.isfinite(total)) and np.all(total[batch.tokens > 0] > 0)
-        assert time.perf_counter() - t0 < 1.0  # issue #2: 100k steps in < 1 s (~0.1 s measured)
+        assert total.shape == (n,) and np.all(np.isfinite(total)) and np.all(total[batch.tokens > 0] > 0)
+        # vectorised = row by row: a sample of the 100k steps costed one at a time gives the same numbers
+        for i in rng.choice(n, 5, replace=False):
+            one = make_batch(prefill_tokens=[pre[i]], prefill_seqs=[int(pre[i] > 0)], prefill_pairs=[pre[i] * (pre[i] + 1) / 2],
+                             prefill_kv_tokens=[pre[i]], decode_seqs=[dec[i]], decode_kv_tokens=[dec[i] * ctx[i]])
+            assert float(step_cost(spec, lay, hw, one, prof).total_s[0]) == pytest.approx(float(total[i]), rel=1e-9)
     for b in (prefill_batch(4096), decode_batch(8, 4000)):
         cal = step_cost(spec, ParallelLayout(tp=8), hw, b, prof).total_s
         ds = step_cost(spec, ParallelLayout(tp=8), hw, b, None).total_s
@@ -115,15 +118,22 @@ def test_ops_use_the_profile_and_fall_back_where_it_is_silent():
     assert t[0] == 0 and np.allclose(t[1:], prof.gemm_time_s(m[1:], 4096, 4096, "fp8"))
 
 
-def test_profile_methods_vectorised_speed():
+def test_profile_methods_vectorised():
+    """Each profile method takes 100k-element arrays and answers element by element (the speed of these
+    calls: benchmarks/perfmodel_speed.py)."""
     prof = load_profile("h200_sxm")
     rng = np.random.default_rng(1)
     n = 100_000
     m, seqs, kv = rng.uniform(1, 16384, n), rng.integers(1, 512, n).astype(float), rng.uniform(1, 1e6, n)
-    t0 = time.perf_counter()
-    prof.gemm_time_s(m, 8192, 1280, "fp8")
-    prof.gemm_time_s(m, rng.choice([1024.0, 7168.0], n), 8192, "bf16")
-    prof.attn_prefill_time_s(m * (m + 1) / 2, m, np.ones(n), 8, 1, 128)
-    prof.attn_decode_time_s(seqs, seqs * kv / 100, 8, 1, 128)
-    prof.collective_time_s("all_reduce", m * 16384, 8)
-    assert time.perf_counter() - t0 < 0.5  # ~0.03 s measured on the 2-core CI machine
+    nn = rng.choice([1024.0, 7168.0], n)
+    calls = [lambda m, nn, seqs, kv: prof.gemm_time_s(m, 8192, 1280, "fp8"),
+             lambda m, nn, seqs, kv: prof.gemm_time_s(m, nn, 8192, "bf16"),
+             lambda m, nn, seqs, kv: prof.attn_prefill_time_s(m * (m + 1) / 2, m, np.ones_like(m), 8, 1, 128),
+             lambda m, nn, seqs, kv: prof.attn_decode_time_s(seqs, seqs * kv / 100, 8, 1, 128),
+             lambda m, nn, seqs, kv: prof.collective_time_s("all_reduce", m * 16384, 8)]
+    for f in calls:
+        t = np.asarray(f(m, nn, seqs, kv), dtype=float)
+        assert t.shape == (n,) and np.all(np.isfinite(t)) and np.all(t > 0)
+        for i in (0, 17, n - 1):
+            one = float(np.asarray(f(m[i:i + 1], nn[i:i + 1], seqs[i:i + 1], kv[i:i + 1]), dtype=float).ravel()[0])
+            assert one == pytest.approx(t[i], rel=1e-9)
