@@ -47,8 +47,31 @@ def init(rank: int, world_size: int, port: int | None = None, backend: str | Non
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-    url = f"tcp://127.0.0.1:{port}" if port else "env://"
-    dist.init_process_group(backend, init_method=url, rank=rank, world_size=world_size, timeout=TIMEOUT)
+    if not port:  # torchrun: its MASTER_ADDR / MASTER_PORT, the launcher's choice
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=TIMEOUT)
+        return
+    # a spawned world is one machine: nothing of it may listen beyond loopback. gloo's and NCCL's pair /
+    # bootstrap sockets bind the interface these name (read from the environment of this worker process
+    # only; the default is the hostname's address, often a public one)
+    os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = "lo"
+    dist.init_process_group(backend, store=loopback_store(rank, world_size, port), rank=rank,
+                            world_size=world_size, timeout=TIMEOUT)
+
+
+def loopback_store(rank: int, world_size: int, port: int) -> dist.TCPStore:
+    """The rendezvous store on 127.0.0.1:`port`. TCPStore binds its server to every interface (:: or
+    0.0.0.0) whatever host it is given, so rank 0 binds a loopback socket and hands it over
+    (master_listen_fd); an address in use raises OSError 'Address already in use' (spawn retries)."""
+    if rank != 0:
+        return dist.TCPStore("127.0.0.1", port, world_size, False, TIMEOUT)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(world_size)
+    except OSError:
+        sock.close()
+        raise
+    return dist.TCPStore("127.0.0.1", port, world_size, True, TIMEOUT, master_listen_fd=sock.detach())
 
 
 def make_group(rank_lists, order=None) -> Group:

@@ -12,18 +12,19 @@ import sys
 
 from .calibration.profile import resolve_profile
 from .cliutil import run_cli
-from .deploy import cluster
+from .deploy import check_strategy, cluster
 from .framework import DEFAULT_FRAMEWORK, FRAMEWORKS, for_hardware, framework_preset, with_knobs
 from .hardware import hardware_names, load_hardware
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
 from .modelspec import WEIGHT_CHOICES, default_weights, load_model, preset_names
+from .notes import checkpoint_format, profile_line, run_notes
 
 ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_per_s", "max_context_tokens",
                  "kv_capacity_tokens")
 
 
-def _explain(spec, hw, prof, fw, args, out) -> None:
+def _explain(spec, hw, prof, fw, args, out, strategies) -> None:
     """Per-term breakdown of the first prefill step and a mid-generation decode step."""
     from .batch import decode_batch, prefill_batch
     from .cost import step_cost
@@ -41,7 +42,7 @@ def _explain(spec, hw, prof, fw, args, out) -> None:
               f"benchmarks/measure_tokenizer.py)" + (f" + its {1e3 * fw.tokenize_batch_wait_s:g} ms micro-batch window"
                                                      if fw.tokenize_batch_wait_s > 0 else ""), file=out)
 
-    for strategy in split_strategies(args.strategies):
+    for strategy in strategies:
         if strategy.lower() in DYNAMIC:
             print(f"{strategy}: no per-term breakdown (layout / mode changes per step; see its row's mode)", file=out)
             continue
@@ -73,29 +74,53 @@ def estimate_main(args, out=None) -> int:
     spec = load_model(args.model, weights=weights, kv=args.kv_dtype)
     prof = resolve_profile(hw, args.profile)
     hw, args.gpus = cluster(hw, args.nodes, args.gpus_per_node, args.gpus)  # node size used; total GPUs
+    strategies = split_strategies(args.strategies)
+    for s in strategies:  # a typo is bad input (exit 2), not a "does not fit" row
+        check_strategy(s)
     setup = {"weights": weights, "framework": args.framework, "framework_version": args.framework_version,
              "gpu_memory_utilization": fw.gpu_memory_utilization,
              "step_overhead_ms": round(1e3 * fw.step_overhead_s, 9),  # what every row was computed with
-             "tokenize_us_per_token": round(1e6 * fw.tokenize_s_per_token, 9)}
-    rows = [{**estimate(s, spec, hw, args.gpus, args.input, args.output, prof=prof, fw=fw,
-                        threshold_tokens=args.threshold, max_model_len=args.max_model_len), **setup}
-            for s in split_strategies(args.strategies)]
+             "tokenize_us_per_token": round(1e6 * fw.tokenize_s_per_token, 9),
+             "profile": prof.name if prof is not None else "none (datasheet)"}
+    notes = [f"profile: {profile_line(prof, hw)}", *run_notes(prof, hw, spec, weights, args.weights is not None,
+                                                                args.gpus, checkpoint_format(args.model))]
+    rows, failed = [], []
+    for s in strategies:
+        try:
+            rows.append({**estimate(s, spec, hw, args.gpus, args.input, args.output, prof=prof, fw=fw,
+                                    threshold_tokens=args.threshold, max_model_len=args.max_model_len), **setup})
+        except LayoutError as e:  # this strategy does not fit here: a row saying why, the others still shown
+            failed.append(e)
+            rows.append({"strategy": s, "error": f"does not fit: {e}", **setup})
+    if len(failed) == len(rows):
+        raise failed[0]  # nothing fits: bad input, one line, exit 2
+    if args.format != "table":  # stdout stays machine-readable; the notes go to stderr
+        for n in notes:
+            print(f"note: {n}", file=sys.stderr)
     if args.format == "json":
         json.dump(rows, out, indent=2)
         out.write("\n")
     elif args.format == "csv":
         import pandas as pd
 
-        pd.DataFrame(rows).to_csv(out, index=False)
+        df = pd.DataFrame(rows)
+        for c in ("max_context_tokens", "kv_capacity_tokens"):  # integers, blank on a "does not fit" row
+            if c in df:
+                df[c] = df[c].astype("Int64")
+        df.to_csv(out, index=False)
     else:
         print(f"{spec.name} ({weights} weights, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
               f"{args.input} in / {args.output} out; profile: {getattr(prof, 'name', None) or 'datasheet'}; "
               f"framework {args.framework}; gpu_memory_utilization {setup['gpu_memory_utilization']:g}, step overhead "
               f"{setup['step_overhead_ms']:g} ms, tokenization {setup['tokenize_us_per_token']:g} us/token", file=out)
-        width = max(24, *(len(r["layout"]) for r in rows))
+        print("\n".join(("" if n.startswith("profile: ") else "warning: ") + n for n in notes), file=out)
+        width = max(24, *(len(r.get("layout", "")) for r in rows))
         print(f"{'strategy':10s} {'layout':{width}s} {'TTFT ms':>9s} {'TPOT ms':>9s} {'tok/s (sat.)':>13s} "
               f"{'max context':>12s} {'KV tokens':>12s}", file=out)
         for r in rows:
+            if "error" in r:
+                print(f"{r['strategy']:10s} {r['error']}", file=out)
+                continue
             print(f"{r['strategy']:10s} {r['layout']:{width}s} {r['ttft_ms']:9.1f} {r['tpot_ms']:9.2f} "
                   f"{r['throughput_tokens_per_s']:13,.0f} {r['max_context_tokens']:12,d} "
                   f"{r['kv_capacity_tokens']:12,d}", file=out)
@@ -103,7 +128,7 @@ def estimate_main(args, out=None) -> int:
             if r.get("note"):
                 print(f"{r['strategy']}: {r['mode']}\n  {r['note']}", file=out)
         if args.explain:
-            _explain(spec, hw, prof, fw, args, out)
+            _explain(spec, hw, prof, fw, args, out, [r["strategy"] for r in rows if "error" not in r])
     return 0
 
 
@@ -154,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "scheduling, no exposed host time per step)")
     e.add_argument("--strategies", default="dp,tp,sp,shift",
                    help="comma list of dp,tp,pp,sp,shift,ep and the dynamic sidp,seesaw,flying,disagg (their rows say which "
-                        "layout / mode each number is for); layouts like tp=2,pp=4 are separated by ';'")
+                        "layout / mode each number is for); layouts like tp=2,pp=4 are separated by ';'. A strategy "
+                        "that does not fit gets a row saying why; the command fails only when none fits")
     e.add_argument("--threshold", type=int, default=SHIFT_THRESHOLD_TOKENS,
                    help="Shift's token threshold in batched tokens per step (perfmodel/knobs.py SHIFT_THRESHOLD_TOKENS "
                         "says why)")

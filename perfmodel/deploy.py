@@ -56,8 +56,8 @@ SHIFT_MIN_KV_FRACTION = 0.25  # Shift's default base keeps >= 25% of usable HBM 
 def _min_tp(spec, hw, fw, gpus: int | None = None, shift: bool = False) -> int:
     """Smallest TP (power of two) whose instance holds the weights with room for KV; for Shift
     (two weight copies) room for at least SHIFT_MIN_KV_FRACTION of the usable memory."""
-    tp = 1
-    while tp <= hw.gpus_per_node:
+    tp, most = 1, min(gpus or hw.gpus_per_node, hw.gpus_per_node)  # TP spans at most the GPUs of the run
+    while tp <= most:
         try:
             lay = ParallelLayout(tp=tp).validate(spec)
             if shift:
@@ -70,8 +70,9 @@ def _min_tp(spec, hw, fw, gpus: int | None = None, shift: bool = False) -> int:
         except LayoutError:
             pass
         tp *= 2
-    raise LayoutError(f"{spec.name} ({spec.weight_bytes / 1e9:.0f} GB of weights) does not fit "
-                      f"{hw.gpus_per_node} x {hw.name} with any TP degree")
+    copies = ", held twice by Shift: base and shift copies" if shift else ""
+    raise LayoutError(f"{spec.name} ({spec.weight_bytes / 1e9:.0f} GB of weights{copies}) does not fit "
+                      f"{most} x {hw.name} with any TP degree")
 
 
 def _fit_tp(spec, hw, fw, gpus: int) -> int:
@@ -83,6 +84,22 @@ def _fit_tp(spec, hw, fw, gpus: int) -> int:
                           f"{p.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU vs "
                           f"{p.usable_bytes_per_gpu / 1e9:.1f} GB usable")
     return t
+
+
+STATIC_STRATEGIES = ("dp", "tp", "pp", "sp", "shift", "ep")
+DYNAMIC_STRATEGIES = ("sidp", "seesaw", "flying", "disagg")  # layout / mode changes per step (perfmodel.estimate)
+
+
+def check_strategy(strategy: str) -> None:
+    """LayoutError (one line naming every valid name) unless `strategy` is a strategy name or a layout."""
+    s = strategy.strip().lower()
+    if s in STATIC_STRATEGIES or s in DYNAMIC_STRATEGIES:
+        return
+    if "=" in s:
+        ParallelLayout.parse(s)  # names a bad key or number itself
+        return
+    raise LayoutError(f"unknown strategy {strategy!r}: {', '.join(STATIC_STRATEGIES + DYNAMIC_STRATEGIES)} "
+                      "or a layout like tp=2,pp=4")
 
 
 def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAMEWORK,
@@ -110,11 +127,11 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
         t = _fit_tp(spec, hw, fw, gpus)
         if gpus > 1 and gpus // t < 2:  # one TP replica named "dp" (on 1 GPU every strategy is tp=1)
             raise LayoutError(f"dp: {spec.name} needs tp={t} per replica on {hw.name}, so {gpus} GPUs hold one "
-                              "replica: no data parallelism; use --policy tp or more GPUs")
+                              "replica: no data parallelism; use tp or more GPUs")
         lay = ParallelLayout(tp=t, dp=gpus // t)
     elif s == "ep":
         if not spec.is_moe:
-            raise LayoutError(f"ep: {spec.name} has no experts; use --policy dp or tp")
+            raise LayoutError(f"ep: {spec.name} has no experts; use dp or tp")
         lay = ParallelLayout(dp=gpus, ep=gpus)
     elif s == "shift":
         t = _min_tp(spec, hw, fw, gpus, shift=True)
@@ -122,7 +139,8 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
         shift = ParallelLayout(tp=gpus).validate(spec, gpus)
         return Deployment("shift", base, memory.shift_plan(spec, base, hw, fw), shift, threshold_tokens)
     else:
-        raise LayoutError(f"unknown strategy {strategy!r}: dp, tp, pp, sp, shift, ep or a layout like tp=2,pp=4")
+        check_strategy(s)  # an unknown name: the error that lists every valid one
+        raise LayoutError(f"{s}: its layout changes per step; perfmodel.estimate costs it, not deployment()")
     lay.validate(spec, gpus)
     if multi:
         _check_aligned(instance_layout(lay).gpus_per_instance, hw)

@@ -12,7 +12,7 @@ import numpy as np
 from .batch import decode_batch, make_batch, prefill_batch
 from .cost import dispatches_experts, step_cost
 from . import deploy
-from .deploy import SINGLE_NODE_STRATEGIES, deployment, instance_layout
+from .deploy import DYNAMIC_STRATEGIES, SINGLE_NODE_STRATEGIES, deployment, instance_layout
 from .framework import DEFAULT_FRAMEWORK, Framework, SchedulerLimits, vllm_default_limits
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError, ParallelLayout
@@ -136,7 +136,7 @@ def estimate(strategy: str, spec, hw, gpus: int, input_tokens: int, output_token
 # Dynamic strategies. Each row holds the same keys as a static one; `mode` says which layout / mode
 # each number was computed under and `note` what the closed form leaves out (simulate replays them).
 
-DYNAMIC = ("sidp", "seesaw", "flying", "disagg")
+DYNAMIC = DYNAMIC_STRATEGIES
 SIDP_CACHE_SLOTS = 2  # the simulator's sidp defaults (simulator/policies/sidp/policy.py)
 
 

@@ -342,6 +342,8 @@ def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16") -> Mo
         cfg = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(cfg, dict):  # a JSON array or number: one line, not an AttributeError in from_config
+        raise ValueError(f"{path}: expected a model's config.json (a JSON object), got {json.dumps(cfg)[:40]}")
     name = path.stem if path.parent == MODELS_DIR else str(path)
     return from_config(cfg, name=name, weights=weights, kv=kv)
 

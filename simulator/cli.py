@@ -4,7 +4,7 @@
              [--gpus N] [--nodes N --gpus-per-node G] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
              [--client-turnaround-ms Z]
              [--max-model-len L] [--gpu-memory-utilization U] [--step-overhead-ms MS]
-             [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR] [--seed S] [--rate-scale k]
+             [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR [--overwrite]] [--seed S] [--rate-scale k]
              [--time-window a:b] [--plot] [--compare tp,dp,layout:tp=2,pp=4,shift:threshold=128]
              [--describe] [--format table|json]
     simulate policies [--format json]      each policy and its knobs (simulator/policies/catalog.py)
@@ -26,23 +26,28 @@ import os
 import sys
 from pathlib import Path
 
-from perfmodel.deploy import cluster
-from perfmodel.framework import DEFAULT_FRAMEWORK
-from perfmodel.hardware import hardware_names, load_hardware
-from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
-from perfmodel.layout import LayoutError
-from perfmodel.modelspec import WEIGHT_CHOICES, preset_names
+try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and exit code as later, no traceback
+    from perfmodel.deploy import cluster
+    from perfmodel.framework import DEFAULT_FRAMEWORK
+    from perfmodel.hardware import hardware_names, load_hardware
+    from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
+    from perfmodel.layout import LayoutError
+    from perfmodel.modelspec import WEIGHT_CHOICES, preset_names
 
-from simulator.cluster.router import ROUTERS
-from simulator.engine.config import FRAMEWORK_ENGINE, LOCKSTEPS, SCHEDULE_ORDERS, framework_engine
-from simulator.results.files import atomic_path, check_writable_dir, check_writable_file, write_run
-from simulator.results.metrics import ConservationError
-from simulator.policies import POLICIES
-from simulator.cli_items import compare_items, compare_policy_args, item_label, policy_args_of
-from simulator.policies.catalog import catalog, format_catalog
-from simulator.run import RunSpec, run
-from simulator.workload import TraceError
-from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args, describe, workload_from_args
+    from simulator.cluster.router import ROUTERS
+    from simulator.engine.config import FRAMEWORK_ENGINE, LOCKSTEPS, SCHEDULE_ORDERS, framework_engine
+    from simulator.results.files import (atomic_path, check_fresh_out, check_writable_dir, check_writable_file,
+                                         clear_earlier_run, record_run_files, write_run)
+    from simulator.results.metrics import ConservationError
+    from simulator.policies import POLICIES
+    from simulator.cli_items import check_flags, compare_items, compare_policy_args, item_label, policy_args_of
+    from simulator.policies.catalog import catalog, format_catalog
+    from simulator.run import RunSpec, run
+    from simulator.workload import TraceError
+    from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args, describe, workload_from_args
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 SHOW = (("completed", "{:d}"), ("rejected", "{:d}"), ("duration", "{:.1f} s"),
         ("request_throughput", "{:.2f} req/s"), ("total_token_throughput", "{:,.0f} tok/s"),
@@ -90,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     add_trace_args(p)
     p.add_argument("--describe", action="store_true", help="summarize the trace (with --plot: histograms) and exit")
-    p.add_argument("--policy", default="shift", help=f"one of {', '.join(sorted(POLICIES))} "
-                   "(`simulate policies` lists them with their knobs)")
+    p.add_argument("--policy", help=f"one of {', '.join(sorted(POLICIES))}; not with --compare, which names "
+                   "its own (`simulate policies` lists them with their knobs) (default: shift)")
     p.add_argument("--layout", help="with --policy layout: the layout, e.g. tp=2,pp=4 or sp=4,tp=2 (DP fills the "
                    "GPUs); shift reads it as its base, sidp as its tp; other policies refuse it")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -137,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority-scheduling", action="store_true", help="serve waiting requests by priority "
                    "(default: FCFS)")
     p.add_argument("--no-fast-forward", action="store_true", help="step by step (same per-request results)")
+    p.add_argument("--check", action="store_true", help="check every run's invariants (simulator/results/invariants.py: "
+                   "each request completed or rejected once, KV within capacity, first tokens at step ends, queues "
+                   "visible, work done); summary.json gets `invariants`; exit 1 on a violation (a simulator bug)")
     p.add_argument("--dp-lockstep", default=None, choices=LOCKSTEPS,
                    help="DP engines that step together: ep = the attention-DP ranks of one expert-parallel MoE "
                         "(default), all = every DP engine (the reference loop kernels.serve), off")
@@ -166,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window-s", type=float, default=10.0, help="time-series window (s)")
     p.add_argument("--out", help="write requests.parquet, steps.parquet, timeseries.csv, summary.json here "
                    "(default: nothing written)")
+    p.add_argument("--overwrite", action="store_true", help="--out may hold an earlier run: its files (listed in "
+                   "the folder's .simulate-files) are deleted first; without it such a folder is refused")
     p.add_argument("--plot", nargs="?", const="timeline.png", help="write a timeline PNG (into --out if given; "
                    "bare --plot: timeline.png); `--plot cdf` (or a file name ending in cdf, e.g. ttft_cdf.png): "
                    "TTFT and TPOT CDFs per policy")
@@ -200,13 +210,16 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
                    gpus_per_node=args.gpus_per_node)
 
 
-def run_one(policy: str, args, workload, layout: str | None = None,
-            policy_args: tuple | None = None) -> tuple[dict, object, object]:
-    """Simulate one policy (simulator.run, with a progress bar); (summary, requests, steps)."""
+def run_one(spec: RunSpec, args, workload) -> tuple[dict, object, object]:
+    """Simulate one RunSpec (simulator.run, with a progress bar); (summary, requests, steps)."""
     from tqdm import tqdm
 
-    with tqdm(total=len(workload), delay=3, file=sys.stderr, unit="req", desc=policy) as bar:
-        r = run(workload, run_spec(policy, args, layout, policy_args), progress=bar.update, workload_args=args)
+    with tqdm(total=len(workload), delay=3, file=sys.stderr, unit="req", desc=spec.policy) as bar:
+        r = run(workload, spec, progress=bar.update, workload_args=args)
+    if getattr(args, "check", False):
+        from simulator.results.invariants import check_run
+
+        r.summary["invariants"] = check_run(r.result) or "ok"
     return r.summary, r.requests, r.steps
 
 
@@ -244,6 +257,7 @@ def _check_outputs(args) -> None:
     """Refuse --out / --plot paths that cannot be written, before any work (OutputPathError)."""
     if args.out and not args.describe:
         check_writable_dir(args.out, "--out")
+        check_fresh_out(args.out, args.overwrite)
     if args.plot:
         check_writable_file(args.plot if args.describe else Path(args.out or ".") / args.plot, "--plot")
 
@@ -257,6 +271,8 @@ def simulate_main(argv) -> int:
     if args.plot in ("cdf", "timeline"):  # `--plot cdf`: the kind, written as cdf.png
         args.plot += ".png"
     try:
+        check_flags(args)
+        args.policy = args.policy or "shift"
         _check_outputs(args)
         workload = workload_from_args(args)
         if args.describe:
@@ -274,7 +290,8 @@ def simulate_main(argv) -> int:
             labels = [item_label(p, lay, own) for p, lay, own in items]
         else:
             items, pargs, labels = [(args.policy, None, ())], [given], [args.policy]
-        results = [run_one(p, args, workload, lay, pa) for (p, lay, _), pa in zip(items, pargs)]
+        specs = [run_spec(p, args, lay, pa) for (p, lay, _), pa in zip(items, pargs)]  # all checked, then run
+        results = [run_one(rs, args, workload) for rs in specs]
         summaries = [r[0] for r in results]
         for note in dict.fromkeys(n for s in summaries for n in s["notes"]):  # a policy's by-design choices
             print(f"note: {note}", file=sys.stderr)
@@ -292,10 +309,12 @@ def simulate_main(argv) -> int:
             print(f"{workload.source}: {len(workload)} requests on {args.gpus} x {first['hardware']}, {first['model']} "
                   f"({first['weights']}); profile: {first['profile']}")
             _print_table(summaries, labels, sys.stdout)
+        written = []
         if args.out:
+            clear_earlier_run(args.out)  # (checked up front: only with --overwrite is there one to clear)
             for label, (summ, req, steps) in zip(labels, results):
                 d = Path(args.out) / label.replace(":", "-").replace(",", "_") if args.compare else Path(args.out)
-                write_run(d, summ, req, steps, args.window_s)
+                written += write_run(d, summ, req, steps, args.window_s)
         if args.plot:
             from simulator.results.plots import cdf_figure, run_title, timeline_figure
 
@@ -308,7 +327,14 @@ def simulate_main(argv) -> int:
                 fig.savefig(tmp, dpi=110, format=path.suffix.lstrip(".") or "png")
             # json: stdout is the JSON alone; the table is for people, the line sits with it
             print(f"plot: {path}", file=sys.stderr if args.format == "json" else sys.stdout)
-        return 0
+            written.append(path)
+        if args.out:
+            record_run_files(args.out, written)
+        broken = [(label, v) for label, s in zip(labels, summaries) if s.get("invariants", "ok") != "ok"
+                  for v in s["invariants"]]
+        for label, v in broken:  # after the files are written: they are what a bug report needs
+            print(f"error: invariant violated ({label}): {v}", file=sys.stderr)
+        return 1 if broken else 0
     except (TraceError, LayoutError, ValueError, ConservationError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

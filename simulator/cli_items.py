@@ -2,6 +2,8 @@
 layout or its own knobs, told apart by the policy's knobs in simulator.policies.catalog)."""
 from __future__ import annotations
 
+import math
+
 from simulator.policies.catalog import KNOBS
 
 LAYOUT_KEYS = ("tp", "pp", "sp", "dp", "ep")  # in a --compare item, these keys build the layout (unless the
@@ -91,3 +93,12 @@ def compare_policy_args(items: list[tuple], given: tuple) -> list[tuple]:
         mine.update(own)
         out.append(tuple(mine.items()))
     return out
+
+
+def check_flags(args) -> None:
+    """Flags that are wrong together or out of range, refused before any work (ValueError, one line)."""
+    if not (math.isfinite(args.window_s) and args.window_s > 0):  # a 0 s window divides by ~0: rates of 1e9
+        raise ValueError(f"--window-s {args.window_s:g} must be a number of seconds > 0")
+    if args.compare and args.policy is not None:  # it would be ignored: --compare names every policy run
+        raise ValueError(f"--policy {args.policy} with --compare: --compare names the policies to run; add "
+                         f"{args.policy} to it (--compare {args.compare},{args.policy}) or drop --compare")

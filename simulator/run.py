@@ -17,10 +17,12 @@ from perfmodel.framework import check_knobs, for_hardware, framework_preset, wit
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.modelspec import default_weights, load_model
+from perfmodel.notes import checkpoint_format, run_notes
 from simulator import make_callable
 from simulator.cluster.simulate import SimConfig, SimResult, simulate
 from simulator.engine.config import EngineConfig, framework_engine
 from simulator.policies import LAYOUT_POLICIES
+from simulator.policies.catalog import check_policy_args
 from simulator.results.metrics import summarize
 from simulator.run_record import (DETAIL_KEYS, WORKLOAD_ARGS, file_sha256, max_in_flight, peak_second,  # noqa: F401
                                   run_config, vllm_keys, workload_recipe, workload_sha256)
@@ -34,6 +36,21 @@ def check_client_turnaround(ms, max_concurrency: int, name: str = "--client-turn
     if ms and max_concurrency <= 0:
         raise ValueError(f"{name} {ms} needs a closed loop (--max-concurrency C): an open loop's requests "
                          f"arrive at the trace's times, not after a client's turnaround")
+
+
+MAX_SPAN_S = 1e8  # ~3 years from the first request to the last: public traces span weeks (BurstGPT 121 days)
+
+
+def check_span(wl) -> None:
+    """ValueError (one line) for a workload whose arrivals span more than MAX_SPAN_S: a timestamp in the
+    wrong unit (1e15 s asked the per-second and per-window tables for petabytes), before any work."""
+    t = wl.requests["arrival_s"].to_numpy(float)
+    if len(t) and t.max() - t.min() > MAX_SPAN_S:
+        i = int(t.argmax())
+        rid = wl.requests["request_id"].iat[i] if "request_id" in wl.requests else i
+        raise ValueError(f"{getattr(wl, 'source', 'trace')}: request_id {rid}: field 'arrival_s': {t[i]:g} s is "
+                         f"{t.max() - t.min():g} s after the first request, more than {MAX_SPAN_S:g} s (~3 years): "
+                         "a timestamp in the wrong unit?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +102,7 @@ class RunSpec:
             object.__setattr__(self, "engine", framework_engine(self.framework))
         if isinstance(self.policy_args, dict):
             object.__setattr__(self, "policy_args", tuple((k, str(v)) for k, v in self.policy_args.items()))
+        check_policy_args(self.policy, self.policy_args)  # a knob's type and bounds, before any work
 
 
 @dataclasses.dataclass
@@ -162,6 +180,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     that `simulator.rerun` rebuilds it; without it the workload is its trace (`wl.source`) as read.
     `detail`: fill vLLM's per-request lists (input_lens, ttfts, ...; vLLM's --save-detailed), else null."""
     custom_framework = framework is not None
+    check_span(wl)
     framework = framework or framework_preset(rs.framework, rs.framework_version)
     if rs.layout and rs.policy not in LAYOUT_POLICIES:  # it would run its own layout under the one asked for
         raise LayoutError(f"--policy {rs.policy} chooses its own layout and does not take --layout {rs.layout}; "
@@ -189,6 +208,9 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     req, steps = res.requests.frame(), res.steps.frame()
     summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
     notes = list(dict.fromkeys(e["note"] for e in res.engines if e.get("note")))
+    # what the numbers rest on (perfmodel.notes, as `perfmodel estimate` says it): a profile section the run
+    # needs and the profile lacks, a profile fitted for another GPU, a default weight format not the checkpoint's
+    notes += run_notes(prof, hw, spec, weights, rs.weights is not None, rs.gpus, checkpoint_format(rs.model))
     summ.update(policy=rs.policy, layout=deployment_name(res.engines), notes=notes,
                 engines=len(res.engines), model=spec.name, hardware=hw.name, gpus=rs.gpus, weights=weights,
                 kv_dtype=rs.kv_dtype, profile=getattr(prof, "name", None) or "datasheet",

@@ -103,11 +103,13 @@ def peak_second(req) -> tuple[float, int]:
         return 0.0, 0
     start, end = comp["issued_s"].to_numpy(float), comp["finish_s"].to_numpy(float)
     m = float(start.min())
-    nb = int(np.ceil(float(end.max()) - m)) + 1
-    conc = np.zeros(nb + 1, dtype=np.int64)
-    np.add.at(conc, (start - m).astype(np.int64), 1)
-    np.add.at(conc, (end - m).astype(np.int64) + 1, -1)
-    tokens = np.zeros(nb, dtype=np.int64)
+    # buckets are kept sparse (only those a request touches): a trace spanning years costs no more
+    # memory than one spanning minutes (issue 33: a 1e15 s timestamp asked for a 7 PiB dense array)
+    edges, steps_ = np.concatenate([(start - m).astype(np.int64), (end - m).astype(np.int64) + 1]), \
+        np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
+    at, where = np.unique(edges, return_inverse=True)
+    conc = np.cumsum(np.bincount(where, weights=steps_, minlength=len(at)))  # from bucket at[i] on
+    sums: list = []  # (bucket, tokens) pairs, one array pair per chunk
     n = comp["generated_tokens"].to_numpy(np.int64)
     first = comp["first_token_s"].to_numpy(float) - m
     keep = n > 0
@@ -126,9 +128,13 @@ def peak_second(req) -> tuple[float, int]:
         rep = np.repeat(np.arange(hi_i - lo_i), size[sl])
         b = lo[sl][rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(size[sl]) - size[sl], size[sl]))
         ai, di, ni = a[sl][rep], d[sl][rep], n[sl][rep]
-        tokens += np.bincount(b, weights=_count_below(b + 1, ai, di, ni) - _count_below(b, ai, di, ni),
-                              minlength=nb).astype(np.int64)[:nb]
-    return float(tokens.max()), int(np.cumsum(conc)[:nb].max())
+        ub, inv = np.unique(b, return_inverse=True)
+        sums.append((ub, np.bincount(inv, weights=_count_below(b + 1, ai, di, ni) - _count_below(b, ai, di, ni))))
+    peak = 0.0
+    if sums:
+        ub, inv = np.unique(np.concatenate([u for u, _ in sums]), return_inverse=True)
+        peak = float(np.bincount(inv, weights=np.concatenate([w for _, w in sums])).astype(np.int64).max())
+    return peak, int(np.rint(conc).max())
 
 
 CHUNK = 4_000_000  # request-bucket pairs evaluated at once (peak_second)

@@ -89,10 +89,11 @@ def test_prefill_only_requests_are_noted(capsys, tmp_path):
                    "0,ChatGPT,100,20,120,API log\n1,ChatGPT,200,0,200,API log\n2,GPT-4,300,0,300,API log\n")
     summ, err = _json(capsys, "--trace", str(csv))
     assert summ["completed"] == 3
-    assert [ln for ln in err.splitlines() if ln.startswith("note:")] == [
+    # (besides the note that the bf16 checkpoint runs as fp8 by default: issue 33)
+    assert [ln for ln in err.splitlines() if ln.startswith("note:") and not ln.startswith("note: weights:")] == [
         "note: 2 request(s) with 0 output tokens run as prefill-only"]
     _, err = _json(capsys, "--trace", LIGHT)
-    assert "note:" not in err
+    assert [ln for ln in err.splitlines() if ln.startswith("note:") and not ln.startswith("note: weights:")] == []
 
 
 def test_weights_default_to_fp8_only_where_the_hardware_has_fp8(capsys):

@@ -148,10 +148,11 @@ def test_interrupted_write_leaves_no_summary_and_no_temp_files(capsys, monkeypat
     def cut(*a, **k):
         raise KeyboardInterrupt
     monkeypatch.setattr(files, "time_series", cut)  # after the two parquet files, before summary.json
-    assert main([*SMALL, "--policy", "tp", "--out", str(out)]) == 130
+    assert main([*SMALL, "--policy", "tp", "--out", str(out), "--overwrite"]) == 130  # (issue 33: else refused)
     assert capsys.readouterr().err.strip().splitlines()[-1] == "interrupted"
     assert not (out / "summary.json").exists()
-    assert sorted(p.name for p in out.iterdir()) == ["requests.parquet", "steps.parquet", "timeseries.csv"]
+    # --overwrite cleared the earlier run's files first: only the two written before the cut are there
+    assert sorted(p.name for p in out.iterdir()) == ["requests.parquet", "steps.parquet"]
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
 
 

@@ -6,7 +6,7 @@ import json
 from perfmodel.cli import main as perfmodel_main
 from simulator.cli import main
 
-SMALL = ["--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "4", "--profile", "none",
+SMALL = ["--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "4", "--profile", "none", "--weights", "fp8",
          "--trace", "synthetic:poisson?n=20&rate=2&input=256&output=16"]
 
 
@@ -55,16 +55,17 @@ def test_dp_with_one_replica_and_ep_without_experts_are_refused(capsys):
            "--trace", "synthetic:poisson?n=5&rate=2&input=256&output=16"]
     err = _refused(capsys, *big, "--policy", "dp")
     assert err.strip() == ("error: dp: llama-3.1-405b needs tp=8 per replica on h200_sxm, so 8 GPUs hold one "
-                           "replica: no data parallelism; use --policy tp or more GPUs")
+                           "replica: no data parallelism; use tp or more GPUs")
     assert "ep: llama-3.1-8b has no experts" in _refused(capsys, *SMALL, "--policy", "ep")
 
 
 def test_estimate_refuses_dp_that_would_equal_tp(capsys):
-    """`perfmodel estimate` stops (as for a strategy that does not fit) rather than print a dp row
-    identical to tp's."""
-    err = _refused(capsys, "estimate", "--model", "llama-3.1-405b", "--weights", "bf16", "--profile", "none",
-                   "--strategies", "dp,tp", cli=perfmodel_main)
-    assert "dp: llama-3.1-405b needs tp=8 per replica" in err
+    """`perfmodel estimate` prints a "does not fit" row for dp (as for a strategy that does not fit: issue 33
+    finding 14) rather than a dp row identical to tp's, and the rows that fit; only when nothing fits it stops."""
+    assert perfmodel_main(["estimate", "--model", "llama-3.1-405b", "--weights", "bf16", "--profile", "none",
+                           "--strategies", "dp,tp"]) == 0
+    rows = [ln.split()[0:3] for ln in capsys.readouterr().out.splitlines() if ln.startswith(("dp ", "tp "))]
+    assert rows == [["dp", "does", "not"], ["tp", "tp=8", rows[1][2]]]
     err = _refused(capsys, "estimate", "--strategies", "ep", "--profile", "none", cli=perfmodel_main)
     assert "ep: llama-3.3-70b has no experts" in err
 

@@ -211,7 +211,7 @@ def test_every_subcommand_help_shows_defaults(capsys):
                    "(default: dp,tp,sp,shift)", "(default: 256)", "(default: 0.9)", "(default: table)"):
         assert needle in text, needle
     for sub, needles in (("models", ["(default: table)"]), ("hardware", ["(default: table)"]),
-                         ("calibrate", ["(default: the hardware name)", "(default; validate"]),
+                         ("calibrate", ["(default: the --out file's name", "(default; validate"]),
                          ("validate", ["(default: table)", "(default: the profile's hardware)"])):
         text = help_text([sub], capsys)
         for needle in needles:

@@ -86,7 +86,7 @@ def test_table_plot_and_out(tmp_path, capsys):
                "--hardware", "h100", "--gpus", "2", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
                "--gpu-hour-usd", "2", "--workers", "1", "--top", "3", "--plot", str(png), "--out", str(out)])
     text = capsys.readouterr().out
-    assert rc == 0 and "recommended:" in text and "vllm serve meta-llama/" in text and "trtllm-serve" in text
+    assert rc == 0 and "recommended:" in text and "vllm serve meta-llama/" in text and "trtllm: not servable by TRT-LLM" in text
     assert png.stat().st_size > 0 and (out / "recommend.json").exists() and (out / "ranking.csv").exists()
     res = json.loads((out / "recommend.json").read_text())
     assert res["met"] is True and res["winner"]["usd_per_mtok"] > 0

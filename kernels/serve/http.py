@@ -119,7 +119,7 @@ class HttpLead(Lead):
         self.sent: dict = {}  # request position -> tokens handed back so far
         self.out: list = []  # (ticket id, event, value) for the app, sent once per tick
         self._set_records(resized(self.recs, len(self.recs)))
-        self.server = Server(opts, cfg.spec.max_model_len, self.t0)
+        self.server = Server(opts, cfg.spec.max_model_len, self.t0, cfg.spec.vocab_size)
         self.server.start()
         print(f"kernels.serve: {cfg.strategy}, {n_eng} engine(s), ready at http://{opts.host}:{opts.port}/v1 "
               f"(model {opts.model_name!r}); SIGINT/SIGTERM stops", file=sys.stderr, flush=True)

@@ -23,8 +23,13 @@ TOKEN_TEXT = " x"  # every streamed token's text (no sampling: the ids are seede
 START_TIMEOUT_S = 60.0  # the app process: imports (spawn) and binding the port
 
 
-def request_lengths(body: dict, model: str) -> tuple[int, int]:
-    """(prompt tokens, output tokens) of a /v1/completions body; ValueError (HTTP 400) when unusable."""
+def request_lengths(body: dict, model: str, vocab_size: int | None = None) -> tuple[int, int]:
+    """(prompt tokens, output tokens) of a /v1/completions body; ValueError (HTTP 400) when unusable,
+    with a message naming the field (as vLLM's 400s do). Token ids must lie in [0, vocab_size) where
+    the vocabulary is known; temperature >= 0 and top_p in (0, 1] (vLLM's SamplingParams rules), though
+    this server samples nothing (token ids are seeded per request)."""
+    if not isinstance(body, dict):
+        raise ValueError(f"request body: a JSON object, got a JSON {_json_kind(body)}")
     if body.get("model") not in (None, model):
         raise LookupError(f"The model `{body.get('model')}` does not exist (this server serves `{model}`).")
     p = body.get("prompt")
@@ -34,6 +39,9 @@ def request_lengths(body: dict, model: str) -> tuple[int, int]:
         n_in = len(p.split())  # simulate replay's prompt: a word per token
     elif isinstance(p, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in p):
         n_in = len(p)
+        bad = [x for x in p if x < 0 or (vocab_size is not None and x >= vocab_size)]
+        if bad:
+            raise ValueError(f"prompt: token id {bad[0]} out of vocabulary [0, {vocab_size or 'vocab_size'})")
     else:
         raise ValueError("prompt: one text or one list of token ids (several prompts per request: not supported)")
     n_out = body.get("max_tokens", 16)
@@ -43,7 +51,17 @@ def request_lengths(body: dict, model: str) -> tuple[int, int]:
         raise ValueError("prompt: empty")
     if body.get("n", 1) != 1 or body.get("best_of", 1) != 1:
         raise ValueError("n / best_of > 1: not supported")
+    if not isinstance(body.get("stream_options") or {}, dict) or not isinstance(body.get("stream", False), bool):
+        raise ValueError("stream: true or false; stream_options: an object")
+    for key, ok, rule in (("temperature", lambda v: v >= 0, ">= 0"), ("top_p", lambda v: 0 < v <= 1, "in (0, 1]")):
+        v = body.get(key)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not ok(v)):
+            raise ValueError(f"{key}: a number {rule}, got {v!r}")
     return n_in, n_out
+
+
+def _json_kind(v) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(v), "null")
 
 
 def _sse(obj) -> bytes:
@@ -61,11 +79,11 @@ class Server:
     """Rank 0's handle on the app process: `requests` (its end of the request pipe: poll/recv) and
     `send(events)` (one list of (ticket id, event, value) per tick; ticket None: "stopping")."""
 
-    def __init__(self, opts, max_model_len: int, t0: float):
+    def __init__(self, opts, max_model_len: int, t0: float, vocab_size: int | None = None):
         ctx = mp.get_context("spawn")  # (fork would copy rank 0's gloo threads' state)
         self.requests, req_send = ctx.Pipe(duplex=False)
         ev_recv, self.events = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=run_app, args=(opts, max_model_len, t0, req_send, ev_recv),
+        self.proc = ctx.Process(target=run_app, args=(opts, max_model_len, t0, req_send, ev_recv, vocab_size),
                                 name="kernels.serve.http", daemon=True)
 
     def start(self) -> None:
@@ -88,14 +106,14 @@ class Server:
             self.proc.kill()
 
 
-def run_app(opts, max_model_len: int, t0: float, req_send, ev_recv) -> None:
+def run_app(opts, max_model_len: int, t0: float, req_send, ev_recv, vocab_size: int | None = None) -> None:
     """The app process: serve until rank 0 sends "shutdown"."""
-    App(opts, max_model_len, t0, req_send, ev_recv).run()
+    App(opts, max_model_len, t0, req_send, ev_recv, vocab_size).run()
 
 
 class App:
-    def __init__(self, opts, max_model_len: int, t0: float, req_send, ev_recv):
-        self.opts, self.max_model_len, self.t0 = opts, max_model_len, t0
+    def __init__(self, opts, max_model_len: int, t0: float, req_send, ev_recv, vocab_size: int | None = None):
+        self.opts, self.max_model_len, self.t0, self.vocab_size = opts, max_model_len, t0, vocab_size
         self.req_send, self.ev_recv = req_send, ev_recv
         self.queues: dict = {}  # ticket id -> asyncio.Queue of (event, value), until "done" or "error"
         self.ids, self.stopping = itertools.count(), False
@@ -150,11 +168,16 @@ class App:
     async def completions(self, request):
         try:
             body = await request.json()
-            n_in, n_out = request_lengths(body, self.opts.model_name)
+        except ValueError as e:  # JSONDecodeError (or a body that is not UTF-8)
+            return _error(400, f"request body: not JSON ({e})")
+        try:
+            n_in, n_out = request_lengths(body, self.opts.model_name, self.vocab_size)
         except LookupError as e:
             return _error(404, str(e))
-        except (ValueError, TypeError, AttributeError) as e:  # (JSONDecodeError is a ValueError)
+        except ValueError as e:
             return _error(400, str(e))
+        except (TypeError, AttributeError):  # a field of a type no check above foresaw: no Python text to the client
+            return _error(400, "request body: a field has the wrong type (see the OpenAI /v1/completions schema)")
         if self.stopping:
             return _error(503, "the server is shutting down")
         tid, events = next(self.ids), asyncio.Queue()

@@ -17,6 +17,8 @@ from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
 from . import split
+from .coverage import add_extra_sections
+from .device import check_devices
 from .profile import FORMAT, from_dict
 from .readers import sha256
 from .validate import repeat_noise, predict_us
@@ -78,13 +80,16 @@ def _errors(kind, df, prof, held) -> dict:
 
 
 def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, command: str = "",
-              progress=None) -> dict:
+              progress=None, allow_device_mismatch: bool = False) -> dict:
     """The profile dict fitted on `meas` (readers.Measurements): on the fit split ("fit", the
     default: validate then reports held-out error) or on every row ("all"). `progress`, if given,
     is called as progress(stage, done, total) before each stage (one per op kind fitted, then
-    "fit error") and once at the end with done == total."""
+    "fit error") and once at the end with done == total. Refuses (ValueError) measurements whose
+    device column names other hardware than `hw` unless allow_device_mismatch (calibration/device.py);
+    adds the `mla_decode` and `moe` sections as calibration/coverage.py says."""
     if split_mode not in ("fit", "all"):
         raise ValueError(f"--split {split_mode!r}: choose fit or all")
+    device_check = check_devices(meas.sources, hw, allow_device_mismatch)
     roof = roofline_of(hw)
     d = {"format": FORMAT, "name": name or hw.name, "hardware": hw.name, "roofline": roof}
     held = {}
@@ -106,6 +111,7 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         d[key] = fit(df[~held[kind]])
     if not held:
         raise ValueError("no measurement rows to fit (gemm, attention, collective or memcpy rows)")
+    extra = add_extra_sections(d, sorted({src["dir"] for src in meas.sources}), hw, "mismatch" not in device_check)
     prof = from_dict(d)
     errors = {}
     tick("fit error", len(stages) - 1, len(stages))
@@ -121,6 +127,8 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         "split": {"fit_on": split_mode, "rule": split.RULE},
         "fits": {k: v for k, v in FORMS.items() if k in d or (k == "collectives_multinode" and _multinode(d))},
         "fit_error": errors,
+        "device_check": device_check,
+        "extra_sections": extra,  # mla_decode / moe: fitted here, copied from the bundled profile, or missing
     }
     if any(src["file"].startswith("gemm_") and src["format"] == "aiconfigurator" for src in meas.sources) \
             and "fp8" in d.get("gemm", {}):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..cliutil import atomic_write_text, check_writable
 from ..hardware import load_hardware
+from .coverage import caveats
 
 PROGRESS_DELAY_S = 1.0  # the fit's progress bar (stderr) shows only when a fit takes longer than this
 
@@ -19,7 +20,11 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
                    help="measurement CSV files and/or directories (aiconfigurator layout or our schema)")
     p.add_argument("--base", required=True, help="hardware preset the profile is for (h100_sxm, cpu, ...)")
     p.add_argument("--out", required=True, help="profile JSON to write")
-    p.add_argument("--name", default=None, help="profile name (default: the hardware name)")
+    p.add_argument("--name", default=None, help="profile name (default: the --out file's name without .json, "
+                   "so a user-made h100.json never reads as the bundled h100_sxm)")
+    p.add_argument("--allow-device-mismatch", action="store_true",
+                   help="fit even when the measurements' device column names other hardware than --base "
+                        "(recorded in the profile; every estimate with it says so)")
     p.add_argument("--split", default="fit", choices=("fit", "all"),
                    help="fit on the fixed fit split (default; validate reports held-out error) or on all rows")
     p.add_argument("--derive-from", default=None, metavar="PROFILE",
@@ -50,23 +55,30 @@ def calibrate_main(args, out=None) -> int:
     try:
         check_writable(args.out)
         hw = load_hardware(args.base)
+        name = args.name or Path(args.out).stem
         if args.derive_from:
             from .profile import load_profile
 
             base = load_profile(args.derive_from)
-            d = derive(Path(base.path), load_hardware(base.hardware), hw, args.name, Path(args.out).parent)
+            d = derive(Path(base.path), load_hardware(base.hardware), hw, name, Path(args.out).parent)
         else:
             if not args.measurements:
                 raise ValueError("--measurements is required (or --derive-from PROFILE)")
             with _progress_bar() as bar:
                 meas = read_measurements_any(args.measurements)
-                d = calibrate(meas, hw, args.split, args.name, _command(args), progress=bar)
+                d = calibrate(meas, hw, args.split, name, _command(args), progress=bar,
+                              allow_device_mismatch=args.allow_device_mismatch)
         atomic_write_text(args.out, dumps(d) + "\n")
     except (ValueError, FileNotFoundError, KeyError) as e:
         return _fail(e)
     except OSError as e:  # the folder changed between the check and the write
         return _fail(ValueError(f"--out {args.out}: {e.strerror or e}"))
-    print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e3:.0f} kB) for {hw.name}", file=out)
+    print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e3:.0f} kB): profile {d['name']} for {hw.name}",
+          file=out)
+    for key, how in d["provenance"].get("extra_sections", {}).items():
+        print(f"  {key}: {how}", file=out)
+    for key, text in caveats(d).items():  # what every estimate with this profile will also say
+        print(f"warning: profile {d['name']}: {text}", file=sys.stderr)
     for op, e in d["provenance"].get("fit_error", {}).items():
         held = e.get("heldout_median_abs_rel_err")
         fit = 100 * e.get("fit_median_abs_rel_err", float("nan"))
@@ -104,6 +116,8 @@ def _command(args) -> str:
         parts += ["--split", args.split]
     if args.name:
         parts += ["--name", args.name]
+    if args.allow_device_mismatch:
+        parts += ["--allow-device-mismatch"]
     return " ".join(shlex.quote(a) for a in parts)
 
 

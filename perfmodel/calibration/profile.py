@@ -17,6 +17,7 @@ import numpy as np
 from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
+from .coverage import caveats
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "profiles"
 FORMAT = "parallelism-sim calibrated profile 1"
@@ -49,6 +50,9 @@ class Profile:
     spanning: dict = dataclasses.field(default_factory=dict)  # op -> {(group, nodes): Curve}: measured
     # groups over several nodes (JSON keys "16@2"); exact placements only (spanning_time_s)
     mla: dict = dataclasses.field(default_factory=dict)  # kv dtype -> (DecodeTable, its head_dim): MLA decode
+    # section -> what a run uses where this profile is silent, or the device it was wrongly fitted on
+    # (calibration/coverage.py caveats; printed by every estimate, for summaries to show)
+    caveats: dict = dataclasses.field(default_factory=dict)
 
     # ---- the protocol perfmodel.ops calls -------------------------------------------------------
     def gemm_time_s(self, m, n, k, dtype: str):
@@ -249,7 +253,7 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
             collectives=coll.curves_of(d, multi=False), spanning=coll.curves_of(d, multi=True),
             mla=_mla_tables(d),
             copies={k: coll.Curve(v) for k, v in d.get("copies", {}).items()},
-            notes=d.get("provenance", {}).get("notes", {}), moe=d.get("moe", {}), data=d)
+            notes=d.get("provenance", {}).get("notes", {}), moe=d.get("moe", {}), data=d, caveats=caveats(d))
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: malformed profile ({type(e).__name__}: {e})") from None
 

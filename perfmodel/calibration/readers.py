@@ -250,15 +250,19 @@ def read_file(path: Path) -> tuple[dict, dict, dict]:
         raise ValueError(f"{path}: neither a measurement CSV (op, median_us, ...) nor an aiconfigurator table")
     if fmt == "project":
         frames, skipped = _project_csv(path)
+        dev = (pd.read_csv(path, usecols=["device"], dtype=str).device if "device" in header
+               else pd.Series([], dtype=str))
     else:
         df = pd.read_csv(path)
         df.insert(0, "line", np.arange(2, len(df) + 2))
         frames, skipped = fn(df, path)
+        dev = df.device if "device" in df else pd.Series([], dtype=str)
     rows = sum(len(f) for f in frames.values())
     for f in frames.values():
         f["src"] = path.name
     source = {"file": path.name, "dir": str(path.parent), "format": fmt, "sha256": sha256(path),
-              "rows_used": int(rows)}
+              "rows_used": int(rows),  # devices: what the device check (calibration/device.py) reads
+              "devices": sorted({str(d).strip() for d in dev.dropna().unique()} - {""})}
     return frames, source, {f"{path.name}: {k}": v for k, v in skipped.items() if v}
 
 

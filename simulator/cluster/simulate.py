@@ -157,19 +157,28 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             progress(1)
         return False
 
+    def too_long(pos) -> str | None:
+        """Why the request can never be served whatever the engines' state, else None."""
+        if recs.total_tokens[pos] > max_model_len:  # vLLM's API server: prompt + max_tokens > max_model_len
+            return f"context_length: prompt + output > max_model_len ({max_model_len})"
+        if spec.attention_chunk_tokens and recs.total_tokens[pos] > spec.attention_chunk_tokens:
+            return (f"attention_chunk_size: chunked local attention past one chunk "
+                    f"({spec.attention_chunk_tokens} tokens) is not modelled yet")
+        return None
+
     def issue(pos, at_boundary=True) -> bool:
         recs.issued_s[pos] = env.now  # the client sends it: TTFT's start, whatever waits come after (every policy)
-        if tokenizer.active:  # the server checks the request once tokenized
+        # refused before the front end: a request too long for the model costs no tokenizer time, so a
+        # bogus 1e11-token row cannot delay the requests behind it (issue 33, item 6)
+        reason = too_long(pos)
+        if reason is not None:
+            return reject(pos, reason)
+        if tokenizer.active:  # the server checks the rest once tokenized
             tokenizer.send(pos, int(recs.input_tokens[pos]))
             return True
         return deliver(pos, at_boundary)
 
     def deliver(pos, at_boundary=True) -> bool:
-        if recs.total_tokens[pos] > max_model_len:  # vLLM's API server: prompt + max_tokens > max_model_len
-            return reject(pos, f"context_length: prompt + output > max_model_len ({max_model_len})")
-        if spec.attention_chunk_tokens and recs.total_tokens[pos] > spec.attention_chunk_tokens:
-            return reject(pos, f"attention_chunk_size: chunked local attention past one chunk "
-                               f"({spec.attention_chunk_tokens} tokens) is not modelled yet")
         e = router.pick(pos)
         if e is None:
             cap = max(x.capacity_tokens for x in engines)

@@ -20,7 +20,12 @@ joined requests disagree on their prompt length (a sign of a wrong join or anoth
 Per step: when a steps.parquet carries `predicted_s` beside the measured `duration_s`, `steps` gives
 the error of the prediction (overall and per mode).
 
-Exit codes: 0 done; 2 bad input (one `error:` line naming the file) or an unwritable --plot path.
+The two sides must be runs of one model on one trace (simulator/comparison/provenance.py: the model and
+the trace's sha256 each summary.json records): otherwise compare refuses (exit 2) unless --force, which
+turns the refusal into a `warning:` line; a side that does not record them is named in a warning.
+
+Exit codes: 0 done; 2 bad input (one `error:` line naming the file), another model or trace on the two
+sides (without --force), or an unwritable --plot path.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ import pandas as pd
 from simulator.results.files import OutputPathError, atomic_path, check_writable_file
 
 from .inputs import InputError, Loaded, finite, load
+from .provenance import check
 
 STATS = (("mean", None), ("median", 50), ("p90", 90), ("p99", 99))
 LATENCIES = ("ttft_ms", "tpot_ms", "e2el_ms", "itl_ms")
@@ -224,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("simulated", help="the same kinds of input")
     p.add_argument("--format", default="table", choices=("table", "json"), help="stdout format (json: only JSON)")
     p.add_argument("--plot", help="write the TTFT/TPOT CDF overlay (PNG) here")
+    p.add_argument("--force", action="store_true",
+                   help="compare even when the two sides ran another model or trace (a warning instead of exit 2)")
     return p
 
 
@@ -233,7 +241,13 @@ def main(argv=None) -> int:
         if args.plot:
             check_writable_file(args.plot, "--plot")
         m, s = load(args.measured), load(args.simulated)
+        bad, warn = check(m, s)
+        if bad and not args.force:
+            raise InputError(f"{'; '.join(bad)}: not runs of one setup (--force compares them anyway)")
         rep = compare_runs(m, s)
+        rep["mismatch"], rep["warnings"] = bad, warn
+        for w in bad + warn:
+            print(f"warning: {w}", file=sys.stderr)
     except (InputError, OutputPathError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

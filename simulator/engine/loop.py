@@ -197,9 +197,10 @@ class Engine:
             k = step.stretch_steps(batch, kv.free, kv.block_size) \
                 if all_decode and self.fast_forward and not s.preempt and not self.held_back else 1
             start, st = env.now, None
+            if k > 1:  # the step object may hold its line for fewer steps (SiDP: a pending switch, a kink)
+                c0, c1, k = runner.decode_line(mode, table, agg[4], agg[5], k)
             # sleep
             if k > 1:
-                c0, c1 = runner.decode_affine(mode, table, agg[4])
                 self._stretch = st = Stretch(start, c0, c1, agg[5], agg[4], k)
                 k, dur = yield from sleep_stretch(env, st, st.duration_s())
                 self._stretch = None

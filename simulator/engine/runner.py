@@ -29,11 +29,14 @@ class Runner:
         name = self.choose(tokens)
         return name, self.tables[name]
 
-    def decode_affine(self, mode: str, table, n: int) -> tuple[float, float]:
-        """(c0, c1) of a decode step of n sequences: c0 + c1 * keys seconds."""
-        if type(table) is not StepTable:  # a step object whose line depends on the moment
-            return table.decode_affine(n)
+    def decode_line(self, mode: str, table, n: int, k0: float, steps: int) -> tuple[float, float, int]:
+        """(c0, c1, steps): the next `steps` decode steps of n sequences from k0 keys take c0 + c1 * keys
+        seconds each, keys growing by n a step. A StepTable's line holds for any number of steps; a step
+        object whose time depends on the moment (SiDP's) says for how many of them its line is exact
+        (fewer, down to 1: the engine then runs one step and asks again)."""
+        if type(table) is not StepTable:
+            return table.decode_line(n, k0, steps)
         got = self._affine.get((mode, n))
         if got is None:
             got = self._affine[(mode, n)] = table.decode_affine(n)
-        return got
+        return got[0], got[1], steps

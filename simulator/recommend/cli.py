@@ -42,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
                         "DeepSeek fp8, Kimi-K2.5 int4), else fp8 where the hardware has fp8, else bf16")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
-    p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE))
+    p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE),
+                   help="the framework simulated and whose command is printed: only candidates it can serve are "
+                        "searched (Shift and SP: vLLM + ArcticInference only; simulator/recommend/support.py)")
+    p.add_argument("--research", action="store_true",
+                   help="also search the research policies (Flying, Seesaw, SiDP), which no framework serves: "
+                        "a research winner is marked 'research: no <framework> command'")
     p.add_argument("--slo-ttft-ms", type=float, required=True, help="TTFT SLO per request (ms)")
     p.add_argument("--slo-tpot-ms", type=float, required=True, help="TPOT SLO per request (ms)")
     p.add_argument("--slo-percentile", type=float, default=90.0,
@@ -93,11 +98,23 @@ def report(res: dict, top: int) -> str:
             out.append(f"  {r['label']}: TTFT +{r['ttft_miss_ms']:.1f} ms, TPOT +{r['tpot_miss_ms']:.2f} ms "
                        f"({r['attainment']:.1%} within both)")
     if res["commands"]:
-        cm = res["commands"]
-        out += [f"  vllm:    {cm['vllm']}", f"  sglang:  {cm['sglang']}", f"  trtllm:  {cm['trtllm']}"]
-        if cm["note"]:
-            out.append(f"  note: {cm['note']}")
+        out += command_lines(res["commands"], res["setup"]["framework"])
     return "\n".join(out)
+
+
+def command_lines(cm: dict, framework: str) -> list[str]:
+    """The simulated framework's command first, then the others' for the same deployment (not simulated:
+    another scheduler), or why a framework has none."""
+    none = cm.get("unservable") or {}
+    lines = []
+    for fw in [framework] + [f for f in ("vllm", "sglang", "trtllm") if f != framework]:
+        if not cm.get(fw):
+            lines.append(f"  {fw}{' (simulated)' if fw == framework else ''}: {none.get(fw, 'no command')}")
+            continue
+        lines.append(f"  {fw} ({'simulated' if fw == framework else 'same deployment, not simulated'}): {cm[fw]}")
+    if cm["note"]:
+        lines.append(f"  note: {cm['note']}")
+    return lines
 
 
 def _write_out(res: dict, out: Path) -> None:
@@ -135,7 +152,8 @@ def main(argv=None) -> int:
                         gpus_per_node=args.gpus_per_node, executor=args.executor, slo_ttft_ms=args.slo_ttft_ms,
                         slo_tpot_ms=args.slo_tpot_ms, framework=args.framework, weights=args.weights,
                         profile=args.profile, slo_percentile=args.slo_percentile, kinds=kinds,
-                        gpu_hour_usd=args.gpu_hour_usd, workers=args.workers, prune=not args.no_prune, log=log)
+                        gpu_hour_usd=args.gpu_hour_usd, workers=args.workers, prune=not args.no_prune, log=log,
+                        research=args.research)
     except (NoFit, LayoutError, TraceError, OutputPathError, ValueError, FileNotFoundError, KeyError) as e:
         return err(str(e).splitlines()[0] if str(e) else type(e).__name__)
     if not res["ranking"]:

@@ -10,6 +10,7 @@ from simulator.recommend import candidates as cand_mod
 from simulator.recommend.prune import bounds as closed_form_bounds
 from simulator.recommend.rank import finish_row, rank, search
 from simulator.recommend.serve import commands
+from simulator.recommend.support import keep as servable
 from simulator.sweep.executors import EXECUTORS
 
 
@@ -21,11 +22,14 @@ def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: f
               framework: str = "vllm", weights: str | None = None, profile: str | None = None,
               slo_percentile: float = 90.0, kinds=cand_mod.KINDS, gpu_hour_usd: float | None = None,
               workers: int = 1, prune: bool = True, log=None, nodes: int = 1, gpus_per_node: int | None = None,
-              executor: str = "local") -> dict:
+              executor: str = "local", research: bool = True) -> dict:
     """The summary dict: met, winner, ranking (every simulated candidate, best first), pruned,
     dropped, counts, commands, wall_s. Raises NoFit when no candidate fits. `gpus`: the GPUs used in
     all (None: every GPU of `nodes` x `gpus_per_node`, or 8 on one node; perfmodel.deploy.cluster's rule).
-    `executor`: 'local' (processes here) or 'ray' (simulator.sweep.executors.run_ray)."""
+    `executor`: 'local' (processes here) or 'ray' (simulator.sweep.executors.run_ray). Only candidates
+    `framework` can serve are simulated (simulator.recommend.support: no Shift / SP outside vLLM), plus,
+    with `research`, the research policies (Flying, Seesaw, SiDP: no framework's command). The library
+    explores them by default; the CLI only with --research, since it prints a framework's command."""
     from perfmodel.deploy import cluster
     from perfmodel.modelspec import default_weights
     from simulator.run import hardware_and_profile, model_spec
@@ -42,11 +46,13 @@ def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: f
     spec = model_spec(model, w, "bf16")
     fw = framework_preset(framework)
     cands, dropped = cand_mod.generate(spec, hw, gpus, fw, kinds, prof)
+    cands, unservable = servable(cands, framework, research)
+    dropped += unservable
     for label, why in dropped:
         log(f"dropped {label}: {why}")
     if not cands:
         why = "; ".join(sorted({r for _, r in dropped}))[:300]
-        raise NoFit(f"{spec.name} ({w}) fits no {'/'.join(kinds)} deployment on {gpus} x {hw.name}"
+        raise NoFit(f"{spec.name} ({w}) fits no {'/'.join(kinds)} deployment {framework} can serve on {gpus} x {hw.name}"
                     f"{f' ({nodes} nodes)' if nodes > 1 else ''}: {why}")
     b, failed = closed_form_bounds(cands, wl, spec, hw, gpus, fw, prof, slo_ttft_ms, slo_tpot_ms, slo_percentile)
     for label, why in failed.items():
@@ -84,9 +90,9 @@ def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: f
         ranking, key=lambda r: (max(r["ttft_miss_ms"], r["tpot_miss_ms"]), r["label"]))[:3]
     return {"met": bool(winner and winner["met"]), "winner": winner, "ranking": ranking,
             "closest": closest, "pruned": pruned, "dropped": [{"label": l, "reason": r} for l, r in dropped],
-            "counts": counts, "commands": commands(winner, model, gpus, hw.gpus_per_node) if winner else None,
+            "counts": counts, "commands": commands(winner, model, gpus, hw.gpus_per_node, framework) if winner else None,
             "slo": {"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "percentile": slo_percentile},
             "setup": {"model": spec.name, "hardware": hw.name, "gpus": gpus, "nodes": nodes,
-                      "gpus_per_node": hw.gpus_per_node, "weights": w, "framework": framework, "executor": executor,
+                      "gpus_per_node": hw.gpus_per_node, "weights": w, "framework": framework, "executor": executor, "research": research,
                       "trace": getattr(wl, "source", ""), "requests": len(wl), "trace_span_s": span},
             "wall_s": time.perf_counter() - t0}

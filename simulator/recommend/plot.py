@@ -13,27 +13,35 @@ def frontier(rows: list[dict]) -> list[dict]:
     return sorted(out, key=lambda r: r["goodput_per_gpu"])
 
 
-def pareto_plot(res: dict, path) -> None:
+KIND_COLORS = {"static": "tab:blue", "dynamic": "tab:orange", "disagg": "tab:green"}
+
+
+def pareto_figure(res: dict):
+    """The figure: one scatter per (kind, SLO met) drawn, so the legend names only what is drawn
+    (issue 33: it promised green disagg points that a run without disagg lacks)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    from simulator.results.files import atomic_path
-
     rows = [r for r in res["ranking"] if r.get("p90_ttft_ms") is not None]
     front = frontier(rows)
-    named = {id(r) for r in front} | {id(rows[0])}  # labels for the frontier, the winner and the misses;
-    # the ranked table names the rest (clusters of equal goodput would be unreadable)
+    named = {id(r) for r in front} | {id(rows[0])} if rows else set()  # labels for the frontier, the winner
+    # and the misses; the ranked table names the rest (clusters of equal goodput would be unreadable)
     fig, ax = plt.subplots(figsize=(8, 5.5))
+    groups: dict = {}
+    for r in rows:
+        kind = r["kind"] if r["kind"] in KIND_COLORS else "dynamic"
+        groups.setdefault((kind, bool(r["met"])), []).append(r)
+    for (kind, met), rs in sorted(groups.items(), key=lambda g: (list(KIND_COLORS).index(g[0][0]), not g[0][1])):
+        ax.scatter([r["p90_ttft_ms"] for r in rs], [r["goodput_per_gpu"] for r in rs], c=KIND_COLORS[kind],
+                   marker="o" if met else "x", s=36, label=f"{kind}, SLO {'met' if met else 'missed'}")
     for i, r in enumerate(rows):
-        color = {"static": "tab:blue", "disagg": "tab:green"}.get(r["kind"], "tab:orange")
-        ax.scatter(r["p90_ttft_ms"], r["goodput_per_gpu"], c=color, marker="o" if r["met"] else "x", s=36)
         if id(r) in named or not r["met"]:
             ax.annotate(r["label"], (r["p90_ttft_ms"], r["goodput_per_gpu"]), fontsize=7,
                         xytext=(4, -12 if i % 2 else 4), textcoords="offset points")
-    if front:
+    if len(front) > 1:  # (one point draws no line)
         ax.plot([r["p90_ttft_ms"] for r in front], [r["goodput_per_gpu"] for r in front], "k--", lw=1,
                 label="Pareto frontier")
     w = res.get("winner")
@@ -46,11 +54,18 @@ def pareto_plot(res: dict, path) -> None:
     ax.set_xlabel("p90 TTFT (ms)")
     ax.set_ylabel("SLO goodput per GPU (req/s)")
     s = res["setup"]
-    ax.set_title(f"{s['model']} on {s['gpus']} x {s['hardware']}: blue static, orange dynamic, green disagg, "
-                 "x = SLO missed",
-                 fontsize=9)
+    ax.set_title(f"{s['model']} on {s['gpus']} x {s['hardware']}: p90 TTFT vs SLO goodput per candidate", fontsize=9)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
+    return fig
+
+
+def pareto_plot(res: dict, path) -> None:
+    import matplotlib.pyplot as plt
+
+    from simulator.results.files import atomic_path
+
+    fig = pareto_figure(res)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120)
     plt.close(fig)

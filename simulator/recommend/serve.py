@@ -14,11 +14,9 @@ PLUGIN = {
              "--shift-parallel-threshold T",
     "sp": "Ulysses sequence parallelism needs Snowflake ArcticInference (vLLM plugin): "
           "--ulysses-sequence-parallel-size SP",
-    "sidp": "SiDP is a research prototype: no upstream vLLM / SGLang / TRT-LLM flag; "
-            "the line below is its base DP x TP",
-    "seesaw": "Seesaw is a research prototype: no upstream flag; "
-              "the line below is its decode layout's static deployment",
-    "flying": "Flying Serving is a research prototype: no upstream flag; the line below is its DP units' deployment",
+    "sidp": "SiDP is a research prototype: no upstream vLLM / SGLang / TRT-LLM flag, so no command",
+    "seesaw": "Seesaw is a research prototype: no upstream vLLM / SGLang / TRT-LLM flag, so no command",
+    "flying": "Flying Serving is a research prototype: no upstream vLLM / SGLang / TRT-LLM flag, so no command",
 }
 
 
@@ -106,21 +104,36 @@ def _multinode_note(d: dict, gpus: int, per_node: int) -> str | None:
             "--node-rank --dist-init-addr; TRT-LLM: mpirun / trtllm-llmapi-launch over the nodes")
 
 
-def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None) -> dict:
+def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None, framework: str | None = None) -> dict:
     """{'vllm': ..., 'sglang': ..., 'trtllm': ..., 'note': ...} for the winner `row` on `gpus` GPUs in all
-    (nodes of `gpus_per_node`; None: one node)."""
-    m = hf_name(model)
+    (nodes of `gpus_per_node`; None: one node). A framework that cannot serve the row's policy / layout
+    (simulator.recommend.support) gets None, and its reason in 'unservable'. With `framework` (the one
+    simulated): 'framework' and 'simulated', that framework's command (None: it has none)."""
+    from simulator.recommend.support import why_not
+
+    out = _commands(row, hf_name(model), gpus, gpus_per_node)
+    deg = degrees_of(row, gpus) if row.get("policy") != "disagg" else {}
+    out["unservable"] = {}
+    for fw in ("vllm", "sglang", "trtllm"):
+        why = why_not(row.get("policy", "layout"), deg, fw)
+        if why:
+            out[fw], out["unservable"][fw] = None, why
+    if framework:
+        out["framework"], out["simulated"] = framework, out.get(framework)
+    return out
+
+
+def _commands(row: dict, m: str, gpus: int, gpus_per_node: int | None) -> dict:
     if row.get("policy") == "disagg":
         return disagg_commands(row, m)
     d = degrees_of(row, gpus)
     tp, pp, dp, sp, ep = d.get("tp", 1), d.get("pp", 1), d.get("dp", 1), d.get("sp", 1), d.get("ep", 1)
     policy = row.get("policy", "layout")
     if policy == "shift":  # the deployment's base is SP x TP; the plugin serves it with the shift config beside
-        tp_all, thr = tp * sp, row.get("policy_args", {}).get("threshold", SHIFT_THRESHOLD_TOKENS)
+        thr = row.get("policy_args", {}).get("threshold", SHIFT_THRESHOLD_TOKENS)
         vllm = (f"vllm serve {m} --tensor-parallel-size {tp} --ulysses-sequence-parallel-size {sp} "
                 f"--enable-shift-parallel --shift-parallel-threshold {thr}")
-        sglang = f"python -m sglang.launch_server --model-path {m} --tp {tp_all}"
-        trt = f"trtllm-serve {m} --tp_size {tp_all}"
+        sglang = trt = None  # no Shift in SGLang / TRT-LLM (simulator.recommend.support)
         ep_notes = []
     else:
         v, g, t, ep_notes = parallel_flags(tp, pp, dp, sp, ep)
@@ -131,7 +144,7 @@ def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None)
     if multi:
         notes.append(multi)
     if sp > 1 and policy != "shift":
-        notes.append(PLUGIN["sp"] + "; SGLang / TRT-LLM lines run the same GPUs as TP instead")
+        notes.append(PLUGIN["sp"] + "; SGLang / TRT-LLM have no SP: no command for them")
     return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": "; ".join(notes) or None}
 
 

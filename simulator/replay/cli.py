@@ -2,12 +2,19 @@
 in the simulator's result schema, so `simulate compare MEASURED SIMULATED` can set it beside a run.
 
     simulate replay --url http://localhost:8000 --trace T --out DIR [--model NAME] [--max-concurrency C]
-                    [--time-scale X] [--ignore-timestamps] [--limit N] [--prompt-word W]
+                    [--sample N|F] [--rate-scale K] [--time-window A:B] [--seed S] [--ignore-timestamps]
+                    [--prompt-word W]
     simulate replay --import-vllm RESULT.json --out DIR      # a vLLM bench serve --save-detailed result
 
-The client (simulator/replay/client.py) sends each request at its trace timestamp x --time-scale
-(0.5: twice as fast), with a synthetic prompt of the trace's input length and max_tokens = its output
-length with ignore_eos, and times the first token and every streamed token. requires aiohttp
+The trace flags are simulate's own (simulator.workload.cli: --sample, --rate-scale, --time-window, ...),
+applied by the same code, so one transform gives the same requests on both sides. The client
+(simulator/replay/client.py) sends each request at its (transformed) timestamp, with a synthetic prompt
+of the trace's input length and max_tokens = its output length with ignore_eos, and times the first
+token and every streamed token. A prefill-only row (0 output tokens; simulate completes it after its
+prefill, with no TTFT/TPOT) is sent with max_tokens 1, the least an OpenAI server accepts (vLLM
+refuses 0), and recorded as simulate records it: completed, 0 output tokens, no TTFT, its end at
+its one token. Old flags, kept: --time-scale X (= --rate-scale 1/X) and --limit N (the first N
+requests after the other transforms; --sample N draws N at random, as simulate does). requires aiohttp
 (`pip install 'parallelism-sim[replay]'`). Files written (docs/outputs.md; simulator/replay/records.py):
 requests.parquet, steps.parquet (empty), timeseries.csv, summary.json.
 
@@ -25,25 +32,26 @@ import numpy as np
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from simulator.workload.cli import DefaultsHelpFormatter
+    from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args
 
     p = argparse.ArgumentParser(prog="simulate replay", formatter_class=DefaultsHelpFormatter,
                                 description="Replay a trace against an OpenAI-compatible server (/v1/completions, "
                                             "streamed) and write the measured run as simulate --out does.")
     p.add_argument("--url", help="server base URL, e.g. http://localhost:8000")
-    p.add_argument("--trace", help="trace file, bundled name or synthetic:... spec (as simulate --trace)")
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--model", help="model name to send (default: the first one the server lists at /v1/models)")
     p.add_argument("--max-concurrency", type=int, default=0, help="most requests in flight (0: no limit)")
-    p.add_argument("--time-scale", type=float, default=1.0,
-                   help="multiply the trace's timestamps by this (0.5: twice the rate)")
+    p.add_argument("--time-scale", type=float,
+                   help="deprecated: --rate-scale 1/X says the same as simulate does (time-scale 0.5 = rate-scale 2)")
     p.add_argument("--ignore-timestamps", action="store_true",
                    help="send every request at t=0 (with --max-concurrency: a closed loop)")
-    p.add_argument("--limit", type=int, help="replay only the first N requests of the trace")
+    p.add_argument("--limit", type=int, help="replay only the first N requests (after --sample / --rate-scale / "
+                                             "--time-window; simulate has no such flag: prefer --sample N)")
     p.add_argument("--prompt-word", default="hi", help="the word the synthetic prompt repeats")
     p.add_argument("--timeout-s", type=float, default=6 * 3600, help="per-request time limit")
     p.add_argument("--import-vllm", metavar="JSON",
                    help="instead of replaying: convert a vLLM bench serve --save-result --save-detailed file")
+    add_trace_args(p, default_trace=None)  # simulate's --trace and transforms, with simulate's meaning
     return p
 
 
@@ -71,27 +79,32 @@ def import_vllm(path, out) -> dict:
 def replay_trace(args) -> dict:
     """Replay args.trace against args.url; write args.out; the summary."""
     from simulator.results.files import write_run
-    from simulator.workload import load_trace
+    from simulator.run_record import workload_recipe
+    from simulator.workload.cli import workload_from_args
 
     from .client import fetch_model, replay
     from .records import empty_steps, measured_summary, replay_frame
 
-    wl = load_trace(args.trace)
-    trace = wl.requests if args.limit is None else wl.requests.iloc[:args.limit]
-    trace = trace.reset_index(drop=True)
+    wl = workload_from_args(args)
+    if args.limit is not None:
+        wl = wl.replace(requests=wl.requests.iloc[:args.limit].reset_index(drop=True))
+    trace = wl.requests.reset_index(drop=True)
+    time_scale = 1.0 if args.time_scale is None else args.time_scale
     model = args.model or asyncio.run(fetch_model(args.url))
-    arrivals = np.zeros(len(trace)) if args.ignore_timestamps else trace["arrival_s"].to_numpy(float) * args.time_scale
+    arrivals = np.zeros(len(trace)) if args.ignore_timestamps else trace["arrival_s"].to_numpy(float) * time_scale
     progress = Progress(len(trace))
     t0, outcomes = asyncio.run(replay(args.url, model, trace["arrival_s"].to_numpy(float),
                                       trace["input_tokens"].to_numpy(), trace["output_tokens"].to_numpy(),
-                                      max_concurrency=args.max_concurrency, time_scale=args.time_scale,
+                                      max_concurrency=args.max_concurrency, time_scale=time_scale,
                                       ignore_timestamps=args.ignore_timestamps, word=args.prompt_word,
                                       timeout_s=args.timeout_s, progress=progress))
     progress.close()
     req, itls = replay_frame(trace, t0, outcomes, arrivals)
     config = {"replay": {"url": args.url, "trace": str(args.trace), "model": model, "limit": args.limit,
                          "max_concurrency": args.max_concurrency, "time_scale": args.time_scale,
-                         "ignore_timestamps": args.ignore_timestamps, "prompt_word": args.prompt_word}}
+                         "ignore_timestamps": args.ignore_timestamps, "prompt_word": args.prompt_word},
+              # as simulate's summary records it (trace file sha256, transforms, requests_sha256): compare checks it
+              "workload": {**workload_recipe(wl, args), "limit": args.limit}}
     summ = measured_summary(req, itls, model=model, max_concurrency=args.max_concurrency, backend="openai",
                             config=config)
     summ["trace"] = str(args.trace)
@@ -132,8 +145,11 @@ def main(argv=None) -> int:
             return 0
         if not args.url or not args.trace:
             raise ValueError("replay needs --url and --trace (or --import-vllm JSON)")
-        if args.time_scale <= 0 or args.max_concurrency < 0 or (args.limit is not None and args.limit < 1):
+        if (args.time_scale is not None and args.time_scale <= 0) or args.max_concurrency < 0 or (
+                args.limit is not None and args.limit < 1):
             raise ValueError("--time-scale must be > 0, --max-concurrency >= 0, --limit >= 1")
+        if args.time_scale is not None and args.rate_scale is not None:
+            raise ValueError("give --rate-scale K (simulate's flag) or the deprecated --time-scale 1/K, not both")
         try:
             import aiohttp  # noqa: F401
         except ImportError:

@@ -53,7 +53,10 @@ def synthetic_prompt(tokens: int, word: str = "hi") -> str:
 
 
 def payload(model: str, input_tokens: int, output_tokens: int, word: str = "hi") -> dict:
-    return {"model": model, "prompt": synthetic_prompt(input_tokens, word), "max_tokens": int(output_tokens),
+    """The completion request of one trace row. A prefill-only row (0 output tokens) asks for 1 token: an
+    OpenAI server refuses max_tokens 0 (vLLM's SamplingParams: "max_tokens must be at least 1"), and
+    the one token comes out of the prefill step itself (records.replay_frame records it as 0 tokens)."""
+    return {"model": model, "prompt": synthetic_prompt(input_tokens, word), "max_tokens": max(1, int(output_tokens)),
             "ignore_eos": True, "temperature": 0.0, "stream": True,
             "stream_options": {"include_usage": True}}
 

@@ -6,7 +6,9 @@ and per-request lists, so `simulate compare` and anything reading a run director
 Replay-only request columns: `trace_input_tokens` (the trace's prompt length; `input_tokens` is the
 server's `usage.prompt_tokens` when it reports one), `requested_output_tokens` (the trace's output
 length, sent as max_tokens; `output_tokens` is what was generated, so TPOT divides by the real count),
-`token_arrivals` (streamed chunks carrying tokens).
+`token_arrivals` (streamed chunks carrying tokens). A prefill-only row (trace output 0, sent with
+max_tokens 1: client.payload) is recorded as the simulator records one: completed with 0 output
+tokens, no first token (TTFT and TPOT NaN), finished when its one token came (the end of its prefill).
 """
 from __future__ import annotations
 
@@ -32,11 +34,12 @@ def replay_frame(trace: pd.DataFrame, t0: float, outcomes, arrival_s) -> tuple[p
     """(requests frame, per-request inter-token gaps in s) from the client's outcomes, in trace order."""
     n = len(outcomes)
     ok = np.array([o.ok for o in outcomes], dtype=bool)
-    gen = np.array([o.generated if o.ok else 0 for o in outcomes], dtype=np.int64)
+    prefill_only = trace["output_tokens"].to_numpy(np.int64) == 0
+    gen = np.array([o.generated if o.ok and not p else 0 for o, p in zip(outcomes, prefill_only)], dtype=np.int64)
     server_in = [o.prompt_tokens for o in outcomes]
     trace_in = trace["input_tokens"].to_numpy(np.int64)
     issued = np.array([o.issued - t0 for o in outcomes], dtype=float)
-    first = np.where(ok, np.array([o.first_token - t0 for o in outcomes], dtype=float), np.nan)
+    first = np.where(ok & ~prefill_only, np.array([o.first_token - t0 for o in outcomes], dtype=float), np.nan)
     finish = np.where(ok, np.array([o.finish - t0 for o in outcomes], dtype=float), np.nan)
     df = pd.DataFrame({
         "request_id": trace["request_id"].to_numpy(), "arrival_s": np.asarray(arrival_s, dtype=float),
@@ -52,7 +55,7 @@ def replay_frame(trace: pd.DataFrame, t0: float, outcomes, arrival_s) -> tuple[p
         "token_arrivals": np.array([len(o.token_times) for o in outcomes], dtype=np.int64),
     })
     with_times(df)
-    gaps = [list(np.diff(o.token_times)) if o.ok else [] for o in outcomes]
+    gaps = [list(np.diff(o.token_times)) if o.ok and not p else [] for o, p in zip(outcomes, prefill_only)]
     return df, [[float(g) for g in x] for x in gaps]
 
 

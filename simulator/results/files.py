@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from .metrics import time_series
@@ -24,6 +25,26 @@ def _nearest_existing(path: Path) -> Path:
     while not p.exists() and p != p.parent:
         p = p.parent
     return p
+
+
+def _probe(folder: Path, path: Path, what: str) -> None:
+    """Make `folder` (and the folders above it that are missing) and a file in it, then remove what was
+    made: os.access says yes to root on /proc and on read-only mounts, so only a real write tells."""
+    made = []
+    try:
+        for d in reversed([folder, *folder.parents]):
+            if not d.exists():
+                d.mkdir()
+                made.append(d)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".probe.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise OutputPathError(f"{what} {path}: cannot write there ({e.strerror or e})") from None
+    finally:
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def _check_creatable(path: Path, what: str) -> None:
@@ -43,8 +64,9 @@ def check_writable_dir(path, what: str = "--out") -> Path:
             raise OutputPathError(f"{what} {path}: exists and is not a directory")
         if not os.access(path, os.W_OK | os.X_OK):
             raise OutputPathError(f"{what} {path}: directory is not writable (permission denied)")
-        return path
-    _check_creatable(path, what)
+    else:
+        _check_creatable(path, what)
+    _probe(path, path, what)
     return path
 
 
@@ -56,9 +78,59 @@ def check_writable_file(path, what: str = "--plot") -> Path:
     if path.exists():
         if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
             raise OutputPathError(f"{what} {path}: not writable (permission denied)")
-        return path
-    _check_creatable(path, what)
+    else:
+        _check_creatable(path, what)
+    _probe(path.parent if str(path.parent) else Path("."), path, what)  # (the result is renamed in beside it)
     return path
+
+
+RUN_FILES = ("requests.parquet", "steps.parquet", "timeseries.csv", "summary.json")  # what write_run writes
+MANIFEST = ".simulate-files"  # under --out: every file the last run wrote there, one relative path a line
+
+
+def earlier_run(out) -> list[Path]:
+    """The files an earlier run wrote under `out`: its manifest's list, else (a folder written before
+    manifests) the names write_run writes, in `out` and in --compare's folders one level down."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    listed = (out / MANIFEST).read_text().splitlines() if (out / MANIFEST).is_file() else []
+    found = [out / name for name in listed if name and not Path(name).is_absolute() and ".." not in Path(name).parts]
+    dirs = [out] + [d for d in out.iterdir() if d.is_dir() and (d / "summary.json").is_file()]
+    found += [d / name for d in dirs for name in RUN_FILES]
+    return list(dict.fromkeys(f for f in found if f.is_file()))
+
+
+def check_fresh_out(out, overwrite: bool, what: str = "--out") -> None:
+    """Refuse (OutputPathError) an --out folder that holds an earlier run, unless `overwrite`: a run's
+    folder is its record, and new files beside old ones (a stale timeline.png) would pass for one run."""
+    old = earlier_run(out)
+    if old and not overwrite:
+        raise OutputPathError(f"{what} {out}: holds an earlier run ({old[0].relative_to(out)}, {len(old)} file(s)); "
+                              "pass --overwrite to replace that run's files, or choose a new folder")
+
+
+def clear_earlier_run(out) -> None:
+    """Delete the files an earlier run wrote under `out` (earlier_run: never a file the tool did not
+    write), and the --compare folders that this leaves empty."""
+    out = Path(out)
+    old = earlier_run(out)
+    for f in old:
+        f.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (out / MANIFEST).unlink()
+    for d in sorted({f.parent for f in old} - {out}, key=lambda d: -len(d.parts)):
+        with contextlib.suppress(OSError):  # (not empty: it holds files of the user's own)
+            d.rmdir()
+
+
+def record_run_files(out, paths) -> None:
+    """Write the manifest of the files this run wrote under `out` (what --overwrite will replace)."""
+    out = Path(out)
+    rel = sorted(str(Path(p).resolve().relative_to(out.resolve())) for p in paths
+                 if Path(p).resolve().is_relative_to(out.resolve()))
+    with atomic_path(out / MANIFEST) as tmp:
+        tmp.write_text("".join(f"{r}\n" for r in rel))
 
 
 @contextlib.contextmanager
@@ -76,8 +148,11 @@ def atomic_path(path):
             tmp.unlink()
 
 
-def write_run(out_dir, summary: dict, requests, steps, window_s: float = 10.0) -> None:
-    """One run's result files in `out_dir` (created if needed), each written atomically, summary last."""
+def write_run(out_dir, summary: dict, requests, steps, window_s: float = 10.0) -> list[Path]:
+    """One run's result files in `out_dir` (created if needed), each written atomically, summary last;
+    the paths written (RUN_FILES)."""
+    if not (window_s > 0 and window_s < float("inf")):
+        raise ValueError(f"window_s={window_s} must be a number of seconds > 0")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):  # a rerun into the same folder: no stale "complete" mark
@@ -90,3 +165,4 @@ def write_run(out_dir, summary: dict, requests, steps, window_s: float = 10.0) -
         time_series(requests, steps, window_s).to_csv(tmp)
     with atomic_path(out_dir / "summary.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    return [out_dir / name for name in RUN_FILES]

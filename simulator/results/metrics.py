@@ -171,9 +171,30 @@ def _switches(steps: pd.DataFrame) -> int:
     return n
 
 
+def queued_area(req: pd.DataFrame, edges_s: np.ndarray) -> np.ndarray:
+    """Request-seconds spent queued (issued -> first scheduled) within each [edges[i], edges[i+1]): the
+    integral of the deployment's queue length, exact (the queue is a step function of the per-request
+    times). Requests never scheduled queue until they were rejected (at issue) or until the run's end."""
+    a = req["issued_s"].to_numpy(float)
+    b = req["scheduled_s"].to_numpy(float)
+    last = float(np.nanmax(np.concatenate([b, req["finish_s"].to_numpy(float), edges_s[-1:]])))
+    b = np.where(np.isfinite(b), b, np.where(req["status"].to_numpy() == "rejected", a, last))
+    ok = np.isfinite(a) & (b > a)
+    if not ok.any():
+        return np.zeros(len(edges_s) - 1)
+    t = np.concatenate([a[ok], b[ok]])
+    d = np.concatenate([np.ones(ok.sum()), -np.ones(ok.sum())])
+    order = np.argsort(t, kind="stable")
+    t, q = t[order], np.cumsum(d[order])  # queue length from t[i] to t[i + 1]
+    area = np.concatenate([[0.0], np.cumsum(q[:-1] * np.diff(t))])  # integral up to each t[i]
+    return np.diff(np.interp(edges_s, t, area))  # (piecewise linear between events: exact)
+
+
 def time_series(req: pd.DataFrame, steps: pd.DataFrame, window_s: float) -> pd.DataFrame:
     """Per window: arrivals/s, completions, output tokens/s, median TTFT of requests arriving then,
-    queue length (waiting, step-weighted) and the share of time in each mode."""
+    queue length (the deployment's mean number of requests issued and not yet started, from the
+    per-request times: the same figure under every policy, whatever its engines record in `waiting`)
+    and the share of time in each mode."""
     w = max(window_s, 1e-9)
     req = req.assign(win=(req["arrival_s"] // w).astype(int))
     g = req.groupby("win")
@@ -181,9 +202,14 @@ def time_series(req: pd.DataFrame, steps: pd.DataFrame, window_s: float) -> pd.D
     comp = req[req["status"] == "completed"]
     fin = comp.groupby((comp["finish_s"] // w).astype(int))
     ts = ts.join(pd.DataFrame({"output_tokens_per_s": fin["generated_tokens"].sum() / w}), how="outer")
+    if len(req):
+        hi = np.nanmax(np.concatenate([req["scheduled_s"].to_numpy(float), req["issued_s"].to_numpy(float),
+                                       [req["arrival_s"].max()]]))
+        n_win = int(hi // w) + 1
+        q = queued_area(req, np.arange(n_win + 1) * w) / w
+        ts = ts.join(pd.Series(q, index=np.arange(n_win), name="queue_length"), how="outer")
     if len(steps):
         sw = steps.assign(win=(steps["start_s"] // w).astype(int))
-        ts = ts.join(sw.groupby("win")["waiting"].mean().rename("queue_length"), how="outer")
         modes = sw.pivot_table(index="win", columns="mode", values="duration_s", aggfunc="sum",
                                observed=True, fill_value=0.0)
         ts = ts.join(modes.add_prefix("mode_s_"), how="outer")

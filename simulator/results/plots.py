@@ -57,10 +57,12 @@ def _readable(ax, x: bool = True, y: bool = True) -> None:
             continue
         axis.set_major_formatter(fmt)
         if axis.get_scale() == "log":
-            axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             lo, hi = sorted(lim())
-            short = lo > 0 and hi / lo < 10
-            axis.set_minor_formatter(fmt if short else matplotlib.ticker.NullFormatter())
+            decades = np.log10(hi / lo) if lo > 0 else np.inf
+            # 1-2-5 per decade up to two decades; over more, "500 1000 2000" run together (issue 33)
+            subs = (1.0, 2.0, 5.0) if decades <= 2 else (1.0,)
+            axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
+            axis.set_minor_formatter(fmt if decades < 1 else matplotlib.ticker.NullFormatter())
 
 
 def _policy_colors(labels) -> dict:
@@ -91,6 +93,7 @@ def _mode_share(steps: pd.DataFrame, edges: np.ndarray) -> dict:
 
 
 _HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\", "++++", "oooo")
+MAX_LANES = 16  # engine lanes in a timeline's mode panel; over that, one lane per policy (labels legible)
 
 
 def timeline_figure(runs: list, window_s: float = 10.0, title: str | None = None):
@@ -99,8 +102,8 @@ def timeline_figure(runs: list, window_s: float = 10.0, title: str | None = None
     band per lane: a policy's colour, one shade and hatch per mode, blank = idle); one line per
     (label, requests frame, steps frame) run, one colour per run in every panel. `title`: the
     figure's title (run_title names model, hardware and trace)."""
-    fig, axes = plt.subplots(5, 1, figsize=(10, 11.5), sharex=True,
-                             gridspec_kw={"height_ratios": [1, 1, 1, 1, 1.3]})
+    fig, axes = plt.subplots(5, 1, figsize=(10, 11.5 + 1.2 * (len(runs) > 4)), sharex=True,
+                             gridspec_kw={"height_ratios": [1, 1, 1, 1, 1.3 + 0.6 * (len(runs) > 4)]})
     colors = _policy_colors(name for name, _, _ in runs)
     w = max(window_s, 1e-9)
     t_end = max([float(r["arrival_s"].max()) for _, r, _ in runs if len(r)]
@@ -111,12 +114,13 @@ def timeline_figure(runs: list, window_s: float = 10.0, title: str | None = None
         counts, _ = np.histogram(runs[0][1]["arrival_s"].to_numpy(float), edges)
         axes[0].plot(edges[:-1], counts / w, color="0.25", label="arrivals")
     bands, mode_handles = [], []  # bands: (lane label, colour, [(shade, fractions per window)])
+    per_engine = sum(s["engine"].nunique() for _, _, s in runs if len(s)) <= MAX_LANES
     for name, req, steps in runs:
         c = colors[name]
         ts = time_series(req, steps, w)
         t = ts.index.to_numpy()
         axes[1].plot(t, ts["queue_length"] if "queue_length" in ts else 0 * t, color=c, label=name)
-        axes[2].plot(t, ts["median_ttft_ms"], color=c, label=name)
+        axes[2].plot(t, ts["median_ttft_ms"].where(ts["arrival_rate"] > 0), color=c, label=name)  # no arrivals: a gap, not 0
         p99 = req.groupby((req["arrival_s"] // w).astype(int))["ttft_ms"].quantile(0.99)
         axes[2].plot(p99.index.to_numpy() * w, p99.to_numpy(), ls="--", color=c, lw=0.8, label=f"{name} p99")
         axes[3].plot(t, ts["output_tokens_per_s"], color=c, label=name)
@@ -124,10 +128,15 @@ def timeline_figure(runs: list, window_s: float = 10.0, title: str | None = None
             continue
         shares = _mode_share(steps, edges)
         modes = list(dict.fromkeys(m for per in shares.values() for m in per))
+        if not per_engine:  # one lane per policy: the mode's share of all its engines' time
+            n = len(shares)
+            shares = {f"({n} engines)" if n > 1 else "": {m: sum(per.get(m, 0) for per in shares.values()) / n
+                                                          for m in modes}}
         shade = {m: (1.0 - 0.55 * k / max(len(modes) - 1, 1), _HATCHES[k % len(_HATCHES)]) for k, m in enumerate(modes)}
         mode_handles += [matplotlib.patches.Patch(facecolor=c, alpha=shade[m][0], hatch=shade[m][1],
                                                   edgecolor="white", label=f"{name}: {m}") for m in modes]
-        bands += [(f"{name} e{eng}", c, [(shade[m], frac) for m, frac in per.items()]) for eng, per in shares.items()]
+        bands += [(f"{name} e{eng}" if per_engine else f"{name} {eng}".strip(), c,
+                   [(shade[m], frac) for m, frac in per.items()]) for eng, per in shares.items()]
     for k, (lane, c, parts) in enumerate(bands):  # the first lane on top; each band grows upward from its lane's floor
         floor, low = len(bands) - 1 - k - 0.425, np.zeros(len(edges) - 1)
         for (alpha, hatch), frac in parts:
@@ -148,8 +157,17 @@ def timeline_figure(runs: list, window_s: float = 10.0, title: str | None = None
     axes[4].set_title(f"share of each {window_s:g} s window spent in each mode (blank: idle)", fontsize=9)
     axes[4].set_yticks(range(len(lanes)), lanes[::-1], fontsize=6 if len(lanes) > 12 else 8)
     axes[4].set_ylim(-0.6, max(len(lanes), 1) - 0.4)
-    if mode_handles:
+    if len(mode_handles) > 8:  # under the panel, in columns: to its right it would run off the figure
+        axes[4].legend(handles=mode_handles, loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=7,
+                       ncol=min(6, -(-len(mode_handles) // 3)), title="policy: mode", title_fontsize=7)
+    elif mode_handles:
         axes[4].legend(handles=mode_handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    ttft = np.concatenate([ln.get_ydata() for ln in axes[2].get_lines()] or [[]]).astype(float)
+    ttft = ttft[np.isfinite(ttft) & (ttft > 0)]
+    if len(ttft) and ttft.max() > 30 * ttft.min():  # one slow policy would flatten the others at 0
+        axes[2].set_yscale("log")
+        axes[2].set_title(axes[2].get_title() + ", log scale", fontsize=9)
+        _readable(axes[2], x=False)
     axes[0].legend(loc="upper right", fontsize=8)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="policy", title_fontsize=8)
     axes[2].legend(handles=[matplotlib.lines.Line2D([], [], color="0.3", label="median"),

@@ -26,10 +26,31 @@ class ReadOptions:
     seed: int = 0  # synthetic specs without their own seed=
 
 
+MAX_LINE_BYTES = 1 << 20  # a trace line longer than 1 MiB is not a trace line (a binary or sparse file)
+
+
+def check_text(path: Path) -> None:
+    """TraceError, before any parsing, for a file that is not line text: NUL bytes (a binary or sparse
+    file: `truncate -s 2G` read whole took 41 s and 4.3 GB) or a first line over MAX_LINE_BYTES."""
+    with open(path, "rb") as f:
+        head = f.read(MAX_LINE_BYTES + 1)
+    try:  # (a cut multi-byte character at the end of the window is not an error)
+        head[:MAX_LINE_BYTES - 4].decode("utf-8")
+    except UnicodeDecodeError as e:
+        if b"\n" not in head[:e.start]:  # in the first line; later lines are the readers' to report
+            raise TraceError(path, f"not UTF-8 text (byte {e.start + 1} of the line)", line=1) from None
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise TraceError(path, f"binary data (a NUL byte at byte {nul + 1}): not a text trace", line=1)
+    if len(head) > MAX_LINE_BYTES and b"\n" not in head:
+        raise TraceError(path, f"first line longer than {MAX_LINE_BYTES >> 20} MiB: not a trace", line=1)
+
+
 def header_columns(path: Path) -> list[str]:
     """Column names of a CSV's first line; TraceError for an empty or non-text file."""
+    check_text(path)
     with open(path, "rb") as f:
-        raw = f.readline()
+        raw = f.readline(MAX_LINE_BYTES)
     try:
         first = raw.decode("utf-8-sig")
     except UnicodeDecodeError:

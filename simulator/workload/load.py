@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checks import ReadOptions
+from .checks import ReadOptions, check_text
 from .errors import TraceError
 from .readers import READERS, sniff_format
 from .synthetic import SYNTHETIC_PREFIX, generate, parse_spec
@@ -50,6 +50,10 @@ def load_trace(trace: str | Path, fmt: str | None = None, **opts) -> Workload:
     if str(trace).startswith(SYNTHETIC_PREFIX):
         return generate(parse_spec(str(trace), default_seed=options.seed))
     path = resolve_trace_path(trace)
+    try:
+        check_text(path)  # a binary or sparse file: one line now, not a parser's traceback after minutes
+    except OSError as e:
+        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
     if fmt is None:
         fmt = sniff_format(path)
     elif fmt not in READERS:

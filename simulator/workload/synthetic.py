@@ -153,22 +153,25 @@ def _arrival_draw(spec: SyntheticSpec):
 
 
 def _source(spec: SyntheticSpec) -> str:
-    """A spec string that regenerates this workload (non-default fields only, seed always)."""
-    default = SyntheticSpec(kind=spec.kind)
+    """The spec string that regenerates this workload, every key its kind reads with the value used,
+    defaults included (`gamma?rate=5` records burstiness, n, input, output, priority and seed), so the
+    summary's trace name stays unambiguous if a default ever changes."""
     keys = {"rate_rps": "rate", "low_rps": "low", "high_rps": "high", "input_tokens": "input",
             "output_tokens": "output"}
     items = []
     for f in fields(spec):
-        v = getattr(spec, f.name)
-        if f.name == "kind" or (v == getattr(default, f.name) and f.name != "seed"):
-            continue
+        name, v = keys.get(f.name, f.name), getattr(spec, f.name)
+        if f.name == "n" and v is None and spec.duration_s is None:
+            v = 1000  # generate()'s default count
+        if name not in KEYS[spec.kind] or v is None or (spec.lengths and name in ("input", "output")):
+            continue  # not this kind's key, not given (n or duration_s), or lengths resampled instead
         if isinstance(v, tuple) and f.name == "priority":
             v = ",".join(f"{p}:{_num(w)}" for p, w in v)
         elif isinstance(v, tuple):
             v = _num(v[0]) if v[0] == v[1] else f"{_num(v[0])}-{_num(v[1])}"
         elif isinstance(v, float):
             v = _num(v)
-        items.append(f"{keys.get(f.name, f.name)}={v}")
+        items.append(f"{name}={v}")
     return f"{SYNTHETIC_PREFIX}{spec.kind}?{'&'.join(items)}"
 
 

@@ -16,36 +16,8 @@ import numpy as np
 from perfmodel.layout import ParallelLayout
 from simulator.engine.loop import Engine
 from simulator.engine.runner import Runner
-from simulator.results.records import STEP_COLUMNS
 
-KV_COL = STEP_COLUMNS.index("kv_used_tokens")
-
-
-class Binding:
-    """Units [start, start + k) lent to one TP group, from binding to release."""
-
-    def __init__(self, group, members, drain: bool):
-        self.group, self.members, self.drain = group, members, drain
-        self.parked: set = set()
-        self.started = self.closing = False
-        self.cap = 0  # tokens the group can hold, known at binding
-        self.soft_host, self.soft = None, []  # soft preempt: the idle unit running TP requests in DP
-
-
-class GroupSteps:
-    """The run's StepRecords as a TP-k group writes them: KV used in one GPU's DP-token
-    equivalents (TP tokens / k), so KV utilisation stays per GPU against the unit's capacity."""
-
-    def __init__(self, steps, k: int):
-        self.steps, self.k = steps, k
-
-    def mode_code(self, name: str) -> float:
-        return self.steps.mode_code(name)
-
-    def append(self, *values) -> None:
-        v = list(values)
-        v[KV_COL] = v[KV_COL] / self.k
-        self.steps.append(*v)
+from .pool import Binding, GroupSteps, PoolSteps
 
 
 class Coordinator:
@@ -64,9 +36,11 @@ class Coordinator:
 
     # ---- set-up ----------------------------------------------------------------------------
     def attach(self, i: int, e) -> None:
+        raw = e.steps
+        e.steps = PoolSteps(raw, self)  # its rows report the pool's queue (pool.py)
         self.units[i] = e
         if all(u is not None for u in self.units):
-            self.env, self.recs, self.steps = e.env, e.recs, e.steps
+            self.env, self.recs, self.steps = e.env, e.recs, raw
 
     def group(self, start: int, k: int):
         if (start, k) not in self.groups:
@@ -74,8 +48,8 @@ class Coordinator:
             mode = f"tp{k * self.unit.tp}"
             table = self.table_fn(ParallelLayout(tp=k * self.unit.tp))
             lim = dataclasses.replace(u.limits, block_size=u.limits.block_size * k)  # block_size_TP = k x DP
-            g = Engine(self.env, start, Runner.single(mode, table), lim, 0, self.recs, GroupSteps(self.steps, k),
-                       u.fast_forward, u.arrivals_due)
+            g = Engine(self.env, start, Runner.single(mode, table), lim, 0, self.recs,
+                       GroupSteps(self.steps, self, k), u.fast_forward, u.arrivals_due)
             g.hold()  # parked until a binding starts it
             for hook in u.finish_hooks:
                 g.add_finish_hook(hook)
@@ -95,44 +69,70 @@ class Coordinator:
 
     def in_flight(self) -> int:
         return (sum(u.outstanding_requests for u in self.units) + len(self.pending)
-                + sum(g.outstanding_requests for g in self.groups.values()))
+                + sum(g.outstanding_requests for g in self.groups.values())
+                + sum(len(b.moved) for b in self.bindings))
+
+    def queued(self) -> int:
+        """Requests in the pool that no step runs yet: on a unit's or group's waiting queue (a unit
+        lent to a TP group keeps its queue until the group releases it), pending at the coordinator
+        (their TP group overlaps a bound one), or withdrawn from a revoked group (until its reset)."""
+        return (sum(len(u.waiting) for u in self.units) + sum(len(g.waiting) for g in self.groups.values())
+                + len(self.pending) + sum(len(b.moved) for b in self.bindings))
+
+    def decide(self, pos: int) -> tuple:
+        """(units of the TP group this request runs on, 0: DP; why): long (outgrows one unit's KV:
+        the narrowest group that holds it), priority, load (fewer than low_load in flight: TP over
+        all units), burst (DP; the low-load groups end, `_revoke_all`)."""
+        if not self.widths:
+            return 0, "dp"
+        need, cap = self._need(pos), self.units[0].max_request_tokens
+        if need > cap:
+            return min(k for k in self.widths if k * cap >= need), "long"
+        if self.recs.priority[pos] < self.cfg.priority_tp:
+            return self.cfg.priority_width or self.widths[max(0, len(self.widths) - 2)], "priority"  # half the node
+        return (max(self.widths), "load") if self.in_flight() < self.low_load else (0, "burst")
 
     def width(self, pos: int) -> int:
         """Units of the TP group this request runs on (0: DP)."""
-        if not self.widths:
-            return 0
-        need, cap = self._need(pos), self.units[0].max_request_tokens
-        if need > cap:
-            return min(k for k in self.widths if k * cap >= need)
-        if self.recs.priority[pos] < self.cfg.priority_tp:
-            return self.cfg.priority_width or self.widths[max(0, len(self.widths) - 2)]  # half the node
-        return max(self.widths) if self.in_flight() < self.low_load else 0
+        return self.decide(pos)[0]
 
     def dispatch(self, pos: int, at_boundary: bool = True) -> None:
-        k = self.width(pos)
-        if k == 0:
-            return self._dp(pos, at_boundary)
-        if not self._tp(pos, k, at_boundary):
-            self.pending.append((pos, k))
+        k, why = self.decide(pos)
+        if why == "burst":
+            self._revoke_all()
+        if why == "load":  # all units, else the widest group clear of priority / long-context ones
+            if any(self._tp(pos, w, at_boundary, why) for w in sorted(self.widths, reverse=True) if w <= k):
+                return
+        elif k and self._tp(pos, k, at_boundary, why):
+            return
+        if k and why != "load":
+            self.pending.append((pos, k))  # waits at the coordinator: its group overlaps a bound one
+            return
+        self._dp(pos, at_boundary)
 
     def _dp(self, pos: int, at_boundary: bool) -> None:
         free = [u for u in self.units if u.index not in self.bound] or self.units
         e = min(free, key=lambda u: (u.outstanding_tokens, u.index))
         b = self.bound.get(e.index)
-        if b is not None:  # DP work for a lent unit: the group takes no more and releases when done
-            b.closing = True
+        if b is not None:  # DP work for a lent unit (waits there until the group releases it): the
+            b.closing = True  # group takes no more and releases when done (a low-load one ends sooner: `_revoke_all`)
             if b.started and b.group.outstanding_requests == 0:
                 self._release(b)
         e.submit(pos, at_boundary)
 
-    def _tp(self, pos: int, k: int, at_boundary: bool) -> bool:
+    def _tp(self, pos: int, k: int, at_boundary: bool, why: str = "priority") -> bool:
         need = self._need(pos)
         for b in self.bindings:
-            if len(b.members) >= k and not b.closing and need <= self._capacity(b):
+            # a low-load request waits for no other kind of group's switch (cold: 146 s)
+            joins = why != "load" or b.revocable or not b.group.is_held  # (held: not running yet)
+            if joins and len(b.members) >= k and not b.closing and need <= self._capacity(b):
+                b.revocable = b.revocable and why == "load"
                 b.group.submit(pos, at_boundary)
                 return True
         bound = {u.index for b in self.bindings for u in b.members}
         starts = [s for s in range(0, self.n - k + 1, k) if not bound & set(range(s, s + k))]
+        if not starts and why == "load":  # overlaps a priority / long-context group: narrower, or DP
+            return False
         if not starts:  # every aligned group overlaps a bound one: those take no more, release when idle
             for b in list(self.bindings):
                 b.closing = True
@@ -145,7 +145,7 @@ class Coordinator:
         hard_cap = k * bs * min(u.kv.free - -(-(u.limits.budget + u.num_running) // bs)
                                 for u in members)  # paused DP work keeps its KV (+ one more step's growth)
         drain = self.cfg.switching != "hard" or need > hard_cap
-        b = Binding(self.group(s, k), members, drain)
+        b = Binding(self.group(s, k), members, drain, revocable=why == "load")
         b.cap = k * min(u.capacity_tokens for u in members) if drain else hard_cap
         self.bindings.append(b)
         idle = [u for u in members if u.num_running == 0 and not u.waiting]
@@ -195,7 +195,7 @@ class Coordinator:
         dur = self.env.now - start_s
         lead = b.members[0]
         self.steps.append(start_s, dur, lead.index, self.steps.mode_code(mode), 0, 0, 0, 0.0, 0.0, 0, 0.0,
-                          lead.kv.used_tokens, len(lead.waiting), dur)
+                          lead.kv.used_tokens, self.queued(), dur)
 
     def _start(self, b: Binding):
         """set_TP_mode at the safe point: KV for the group, the switch, then the group runs."""
@@ -203,6 +203,8 @@ class Coordinator:
         g.kv.resize(min(u.kv.free for u in b.members))
         yield self.env.timeout(self.cfg.switch_s)
         self._switch_row(b, g.runner.choose(0), t0)
+        if b.revoked:  # a burst came during the switch: straight back to DP
+            return self._evict(b)
         g.release()
         if g.outstanding_requests == 0:
             self._group_idle(g)
@@ -214,6 +216,25 @@ class Coordinator:
             return
         if b.closing or self.pending or self.in_flight() >= self.low_load or any(u.outstanding_requests for u in b.members):
             self._release(b)
+
+    def _revoke_all(self) -> None:
+        """A burst: every low-load group stops after its step in progress (not after its last
+        request, which may decode for seconds while the burst queues behind it, issue 33); its
+        requests are recomputed in DP (a TP layout's KV, 1/k per GPU, is no unit's)."""
+        for b in self.bindings:
+            if b.revocable and not b.revoked:
+                b.revoked = b.closing = True
+                if b.started and not b.group.is_held:  # running: at its next safe point
+                    b.group.hold(False, on_parked=lambda g, b=b: self._evict(b))
+                # not running yet: `_start` evicts after the switch
+
+    def _evict(self, b: Binding) -> None:
+        """A revoked group, parked: take its requests back, then reset_TP_mode."""
+        g = b.group
+        b.moved = list(g.batch.idx) + list(g.waiting)
+        for pos in b.moved:
+            g.withdraw(pos)
+        self.env.process(self._reset(b))
 
     def _release(self, b: Binding) -> None:
         if b.group.is_held:  # already releasing
@@ -231,10 +252,9 @@ class Coordinator:
         for u in b.members:
             self.bound.pop(u.index, None)
             u.release()
+        moved, b.moved = b.moved, []
+        for pos in moved:  # a revoked group's requests: on with DP (a recompute of their tokens)
+            self._dp(pos, True)
         retry, self.pending = self.pending, deque()
         for pos, _ in retry:  # decided again: the load may have changed while they waited
-            k = self.width(pos)
-            if k == 0:
-                self._dp(pos, True)
-            elif not self._tp(pos, k, True):
-                self.pending.append((pos, k))
+            self.dispatch(pos, True)

@@ -6,7 +6,10 @@ TP group (an engine over the StepTable of tp = k x unit tp: coordinator.py) for 
 and releases them when the group has no work left. Zero-copy weight views: no weight moves and no memory is saved, so
 KV per GPU is the DP unit's and a TP-k group holds k x one unit's free tokens. Per request, in
 order: longer than one unit's KV -> the narrowest group that holds it; priority < priority_tp ->
-TP over priority_width units (default half the node); fewer than low_load requests in flight -> TP over all units; else DP.
+TP over priority_width units (default half the node); fewer than low_load requests in flight -> TP over all units
+(or the widest group clear of the others'); else DP, a burst: the low-load groups end after their step in progress, their
+requests recomputed in DP (issue 33: not after their last decode while the burst queues). Step rows carry the pool's
+queue in `waiting` (pool.py).
 A binding costs one switch (set_TP_mode) and its release another (reset_TP_mode): switch_ms
 (live, 15 ms) or cold_restart_s (a restart into a new static layout, 146-292 s published);
 each is a step-record row (steps = 0) under the group's leader with its cost in switch_s.

@@ -14,7 +14,15 @@ from perfmodel.layout import ParallelLayout
 
 
 class Orchestrator:
-    """Global WaS/CaS decision over the D replicas (mutable simulation state, one per run)."""
+    """Global WaS/CaS decision over the D replicas (mutable simulation state, one per run).
+
+    A replica's decode stretch (closed form, simulator/engine/stretch.py) stands for the decisions of
+    its steps only while they cannot change anything: the mode is settled (no switch pending) and
+    the rows that decide it and that CaS steps are charged for are those of the stretch's first step.
+    So the orchestrator allows no stretch while a switch is pending (each step's decision counts
+    towards the hysteresis, as step by step), and cuts the stretches in progress after their current
+    step whenever a replica's rows change (a decision with other tokens, a replica going idle): they
+    re-plan from the new rows, exactly when a step-by-step run would first see them."""
 
     def __init__(self, dp: int, b_star: int | None, hysteresis: int, fixed: str | None):
         self.rows = np.zeros(dp)  # FFN rows (tokens) of each replica's current or last step
@@ -23,18 +31,28 @@ class Orchestrator:
         self.mode = fixed or "was"
         self.last_mode = [self.mode] * dp  # the mode of each replica's current step or stretch
         self.streak = 0  # decisions running the other side has won
+        self.seen = np.zeros(dp)  # each replica's rows as the others last saw them (0 once idle)
 
     def attach(self, rank: int, engine) -> None:
-        """Observe `engine`: its running batch, and its completions (which change the rows every
-        other replica's CaS steps are charged for, so their decode stretches are re-planned)."""
+        """Observe `engine`: its completions (a replica going idle counts 0 rows from then on)."""
         self.engines[rank] = engine
-        engine.add_finish_hook(lambda pos: self._replan(lambda r: r != rank and self.last_mode[r] == "cas"))
+        engine.add_finish_hook(lambda pos: self._finished(rank))
+
+    def _finished(self, rank: int) -> None:
+        if self.engines[rank].num_running == 0 and self.seen[rank] != 0:
+            self.seen[rank] = 0.0
+            self._rows_changed(rank)
+
+    def _rows_changed(self, rank: int) -> None:
+        """Replica `rank`'s effective rows changed: the others' CaS steps are charged for new rows, and
+        under auto mode the effective batch that decides the mode moved."""
+        self._replan(lambda r: r != rank and (self.last_mode[r] == "cas" or not self.fixed))
 
     def _replan(self, which) -> None:
         """End the decode stretches of the selected replicas after their step in progress (the
         engine's own mechanism for arrivals; not at a boundary: a step ending now still runs on)."""
         for r, e in enumerate(self.engines):
-            if e is not None and which(r):
+            if e is not None and which(r) and e.in_stretch:
                 e.cut_stretch(at_boundary=False)
 
     def current_rows(self) -> np.ndarray:
@@ -42,8 +60,16 @@ class Orchestrator:
         idle = [e is not None and e.num_running == 0 for e in self.engines]
         return np.where(idle, 0.0, self.rows)
 
+    def settled(self) -> bool:
+        """No switch pending: the next decisions on the same rows keep the mode (a stretch may stand
+        for them)."""
+        return bool(self.fixed) or self.streak == 0
+
     def decide(self, rank: int, tokens: int) -> str:
         self.rows[rank] = tokens
+        if self.seen[rank] != tokens:  # (an idle replica's first step changes its rows from 0)
+            self.seen[rank] = tokens
+            self._rows_changed(rank)
         if self.fixed:
             self.last_mode[rank] = self.fixed
             return self.fixed
@@ -55,37 +81,28 @@ class Orchestrator:
         self.last_mode[rank] = self.mode
         return self.mode
 
-    def service_rows(self, rank: int, tokens: int, stretch: bool) -> np.ndarray:
-        """FFN rows the owners serve in a CaS group step: this replica's tokens; for a single step
-        the others' current steps, for a decode stretch (and for replicas inside one) their running
-        sequences (a neighbour's prefill is one step, not charged to a whole stretch)."""
+    def service_rows(self, rank: int, tokens: int) -> np.ndarray:
+        """FFN rows the owners serve in a CaS group step: this replica's tokens and every other
+        replica's current step's (idle ones 0); a stretch is cut whenever these change."""
         rows = self.current_rows()
-        for r, e in enumerate(self.engines):
-            if e is not None and (stretch or e.in_stretch):
-                rows[r] = float(e.num_running)
         rows[rank] = tokens
         return rows
 
-    def context_tokens(self, rank: int, n: int) -> float:
-        """Keys the next decode step of `rank` reads (its running contexts + the new tokens)."""
-        e = self.engines[rank]
-        return float(e.context_tokens + n) if e is not None else 0.0
-
 
 class SiDPStep:
-    """Step-time object of one replica in one mode: time_s(*agg) and decode_affine(n), as StepTable."""
+    """Step-time object of one replica in one mode: time_s(*agg) and decode_line(n, k0, steps)."""
 
     def __init__(self, mode: str, rank: int, orch: Orchestrator, local, cfg: sidp.SiDPConfig):
         self.mode, self.rank, self.orch, self.local, self.cfg = mode, rank, orch, local, cfg
         self.spec, self.hw, self.prof, self.fw = local.spec, local.hw, local.prof, local.fw
         self._cas: dict = {}
 
-    def _time(self, local_s: float, tokens: int, stretch: bool = False) -> float:
+    def _time(self, local_s: float, tokens: int) -> float:
         if self.mode == "was":
             return float(sidp.was_step_s(local_s, self.spec, self.hw, self.cfg, self.rank, self.prof, self.fw))
         if self.mode == "fsdp":
             return float(sidp.fsdp_step_s(local_s, self.spec, self.hw, self.cfg, self.prof))
-        rows = self.orch.service_rows(self.rank, tokens, stretch)
+        rows = self.orch.service_rows(self.rank, tokens)
         key = tuple(rows.tolist())  # the group's FFN service depends only on the rows: memoised
         if key not in self._cas:
             self._cas[key] = sidp.cas_step_s(1.0, rows, self.rank, self.spec, self.hw, self.cfg, self.prof) - 1.0
@@ -94,15 +111,30 @@ class SiDPStep:
     def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0) -> float:
         return self._time(self.local.time_s(pt, ps, pairs, pkv, dn, dkv), pt + dn)
 
-    def decode_affine(self, n: int) -> tuple[float, float]:
-        """CaS and FSDP add a context-independent term (exact); WaS is max(compute, fetch) per layer,
-        linearised over the first step of the stretch from its actual context (exact while the
-        stretch stays on one side of the compute = fetch point)."""
-        c0, c1 = self.local.decode_affine(n)
-        k0 = self.orch.context_tokens(self.rank, n)
-        t0, t1 = self._time(c0 + c1 * k0, n, True), self._time(c0 + c1 * (k0 + n), n, True)
+    def decode_line(self, n: int, k0: float, steps: int) -> tuple[float, float, int]:
+        """(c0, c1, steps) of the next decode steps of n sequences from k0 keys. CaS and FSDP add a
+        context-independent term to the local line (exact); WaS is max(compute, fetch) per layer, convex
+        in the keys: the line through the first two steps is exact until the compute = fetch point,
+        so the stretch stops before it (found by bisection on the exact time). One step while a mode
+        switch is pending (every step's decision counts towards the hysteresis)."""
+        if not self.orch.settled():
+            steps = 1
+        lc0, lc1 = self.local.decode_affine(n)
+        t0, t1 = self._time(lc0 + lc1 * k0, n), self._time(lc0 + lc1 * (k0 + n), n)
         slope = (t1 - t0) / n
-        return t0 - slope * k0, slope
+        c0 = t0 - slope * k0
+        if steps > 2:
+            def exact(j: int) -> bool:  # step j of the stretch on the line (rounding aside)
+                keys = k0 + j * n
+                t = self._time(lc0 + lc1 * keys, n)
+                return abs(c0 + slope * keys - t) <= 1e-12 * max(abs(t), 1e-30)
+            if not exact(steps - 1):
+                lo, hi = 1, steps - 1  # step lo on the line, step hi off it
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (mid, hi) if exact(mid) else (lo, mid)
+                steps = hi  # steps 0 .. hi - 1
+        return c0, slope, steps
 
 
 @dataclasses.dataclass(frozen=True)

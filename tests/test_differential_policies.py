@@ -1,0 +1,127 @@
+"""Issue 33: every policy's fast path (closed-form decode stretches) gives what its step-by-step run
+(`--no-fast-forward`) gives, and every run satisfies the invariants of simulator/results/invariants.py.
+
+Random small traces (hypothesis, derandomized): bursty gaps with same-instant arrivals, prompts of 1 to
+3,000 tokens, 0-output (prefill-only) rows; every policy of the registry on the public run path
+(simulator.run.run with RunSpec), a few layouts and the three frameworks. Equal means: integer fields per
+request exactly, times within 1e-9 relative (a stretch's closed-form sum and the step-by-step sum round
+differently; test_sim_util.assert_same_requests), the same number of steps per engine and mode, and the
+same summary counts. A planted bug in a policy's stretch (SiDP's mode never re-checked during one; a
+stretch that ignores the KV bound) makes these checks fail: the tests below plant them and expect it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from unittest import mock
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from test_sim_util import assert_same_requests
+
+from simulator.engine.config import framework_engine
+from simulator.results.invariants import check_run
+from simulator.run import RunSpec, run
+from simulator.workload.workload import Workload
+
+# (policy, extra RunSpec fields): every policy of the registry, a layout, and each framework once
+CASES = [
+    ("tp", {}), ("dp", {}), ("pp", {}), ("sp", {}), ("shift", {}), ("sidp", {}), ("flying", {}),
+    ("seesaw", {}), ("disagg", {}), ("layout", {"layout": "tp=2,pp=2"}),
+    ("ep", {"model": "qwen3-30b-a3b"}), ("dp", {"framework": "sglang"}), ("tp", {"framework": "trtllm"}),
+    ("sidp", {"policy_args": {"hysteresis": 2}}),
+]
+
+
+def trace(arrivals, inputs, outputs) -> Workload:
+    n = len(arrivals)
+    return Workload(pd.DataFrame({"request_id": np.arange(n), "arrival_s": np.asarray(arrivals, float),
+                                  "input_tokens": np.asarray(inputs, np.int64),
+                                  "output_tokens": np.asarray(outputs, np.int64),
+                                  "priority": np.zeros(n, np.int64)}))
+
+
+@st.composite
+def traces(draw):
+    n = draw(st.integers(1, 20))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.0, 0.001, 0.05, 0.4, 3.0]), min_size=n, max_size=n))
+    inp = draw(st.lists(st.integers(1, 3000), min_size=n, max_size=n))
+    out = draw(st.lists(st.sampled_from([0, 1, 2, 17, 120, 400]), min_size=n, max_size=n))
+    arr = np.cumsum(gaps)
+    return trace(arr - arr[0], inp, out)
+
+
+def spec(policy: str, extra: dict, fast: bool) -> RunSpec:
+    fw = extra.get("framework", "vllm")
+    eng = dataclasses.replace(framework_engine(fw), fast_forward=fast)
+    kw = {"model": "llama-3.1-8b", "hardware": "h100", "gpus": 4, **extra, "framework": fw, "engine": eng}
+    return RunSpec(policy=policy, **kw)
+
+
+def both(w: Workload, policy: str, extra: dict):
+    return run(w, spec(policy, extra, True)), run(w, spec(policy, extra, False))
+
+
+def steps_by_mode(r) -> pd.Series:
+    s = r.steps
+    return s.groupby(["engine", "mode"], observed=True)["steps"].sum()
+
+
+def assert_same(ff, sbs) -> None:
+    """The fast path's run equals the step-by-step one; both satisfy every invariant."""
+    assert_same_requests(ff.result, sbs.result)
+    pd.testing.assert_series_equal(steps_by_mode(ff), steps_by_mode(sbs))
+    for key in ("completed", "rejected", "num_requests", "total_output_tokens", "mode_switches"):
+        assert ff.summary.get(key) == sbs.summary.get(key), key
+    assert check_run(ff.result) == [] and check_run(sbs.result) == []
+
+
+@pytest.mark.parametrize("policy, extra", CASES, ids=[f"{p}-{'-'.join(map(str, e.values()))}" for p, e in CASES])
+@settings(max_examples=5, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(w=traces())
+def test_fast_path_equals_step_by_step(policy, extra, w):
+    assert_same(*both(w, policy, extra))
+
+
+def _sidp_trace() -> Workload:
+    """12 requests over 6 s, prompts of 50-3,000 tokens, outputs 1-400: SiDP switches WaS <-> CaS ~10 times
+    (prefill steps put the effective batch above B*, decodes of few sequences below it) with arrivals
+    landing inside decode stretches."""
+    rng = np.random.default_rng(0)
+    a = np.sort(rng.uniform(0, 6, 12))
+    return trace(a - a[0], rng.integers(50, 3000, 12), rng.choice([1, 30, 200, 400], 12))
+
+
+SIDP_TRACE = _sidp_trace()
+
+
+def test_sidp_switches_and_the_fast_path_follows():
+    ff, sbs = both(SIDP_TRACE, "sidp", {"policy_args": {"hysteresis": 2}})
+    assert sbs.summary["mode_switches"] >= 2  # the trace exercises the switch the fast path must follow
+    assert_same(ff, sbs)
+
+
+def test_a_planted_sidp_bug_is_caught():
+    """The bug of issue 33 finding 1: a stretch that never re-checks the mode (every pending switch
+    waits for the stretch's end) differs from the step-by-step run."""
+    with mock.patch("simulator.policies.sidp.orchestrator.Orchestrator.settled", lambda self: True):
+        ff, sbs = both(SIDP_TRACE, "sidp", {"policy_args": {"hysteresis": 2}})
+    with pytest.raises(AssertionError):
+        assert_same(ff, sbs)
+
+
+def test_a_planted_stretch_bug_is_caught():
+    """A stretch planned past the KV bound (the engine's closed form ignoring free blocks)."""
+    from simulator.engine import step
+
+    w = trace([0.0, 0.0, 0.1, 0.3], [2000, 1500, 800, 40], [400, 300, 200, 400])  # 5,640 tokens in all
+    real = step.stretch_steps
+    with mock.patch.object(step, "stretch_steps", lambda batch, free, bs: real(batch, free + 1000, bs)):
+        ff = run(w, dataclasses.replace(spec("tp", {}, True), gpu_memory_utilization=0.14, gpus=1))
+    sbs = run(w, dataclasses.replace(spec("tp", {}, False), gpu_memory_utilization=0.14, gpus=1))
+    assert sbs.summary["kv_capacity_tokens"] < 5000  # (4,720: the four requests' 5,640 tokens do not fit)
+    with pytest.raises(AssertionError):
+        assert_same(ff, sbs)
