@@ -137,6 +137,9 @@ def deployment(strategy: str, spec, hw, gpus: int, fw: Framework = DEFAULT_FRAME
         t = _min_tp(spec, hw, fw, gpus, shift=True)
         base = ParallelLayout(tp=t, sp=gpus // t).validate(spec, gpus)
         shift = ParallelLayout(tp=gpus).validate(spec, gpus)
+        if base.sp == 1:  # base = shift config: ArcticInference builds no second model (SP > 1 only), so
+            # it is TP with one weight copy and TP's KV, as the simulator runs it (issue 33, item 8)
+            return Deployment("shift", base, memory.plan(spec, base, hw, fw), shift, threshold_tokens)
         return Deployment("shift", base, memory.shift_plan(spec, base, hw, fw), shift, threshold_tokens)
     else:
         check_strategy(s)  # an unknown name: the error that lists every valid one

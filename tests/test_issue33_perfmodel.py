@@ -199,3 +199,13 @@ def test_default_weights_other_than_the_checkpoint_are_named(capsys, argv, note)
     rc, text, _ = estimate(capsys, "estimate", *argv, "--strategies", "tp")
     assert rc == 0
     assert (note in text) if note else ("weights:" not in text)
+
+
+def test_estimate_shift_with_sp_1_is_tp_with_one_weight_copy(capsys):
+    """Item 8 on perfmodel's side: shift whose base is tp=gpus (no room for SP) reserves one weight copy, as the
+    simulator runs it: the same KV tokens and throughput as tp (it reserved a second copy: 417,088 vs 638,841)."""
+    assert main(["estimate", "--model", "llama-3.3-70b", "--hardware", "h100", "--gpus", "4", "--format", "json",
+                 "--strategies", "tp,shift"]) == 0
+    tp, shift = json.loads(capsys.readouterr().out)
+    assert shift["kv_capacity_tokens"] == tp["kv_capacity_tokens"]
+    assert shift["throughput_tokens_per_s"] == tp["throughput_tokens_per_s"]
