@@ -32,6 +32,7 @@ CASES = [
     ("seesaw", {}), ("disagg", {}), ("layout", {"layout": "tp=2,pp=2"}),
     ("ep", {"model": "qwen3-30b-a3b"}), ("dp", {"framework": "sglang"}), ("tp", {"framework": "trtllm"}),
     ("sidp", {"policy_args": {"hysteresis": 2}}),
+    ("flying", {"policy_args": {"switching": "soft"}}),  # (a revoked soft group completed a request twice)
 ]
 
 
@@ -96,6 +97,16 @@ def _sidp_trace() -> Workload:
 
 
 SIDP_TRACE = _sidp_trace()
+
+
+def test_flying_soft_switch_under_a_burst_completes_each_request_once():
+    """Found by the wide run of these checks: with switching=soft, a burst revoked a low-load group whose
+    request was still moving from its DP host, and the host later completed it twice (IndexError)."""
+    a = [0, 0.05, 0.051, 0.052, 3.052, 3.052, 3.052, 3.102, 3.102, 3.103, 3.104, 3.104, 3.104, 3.105, 3.105,
+         3.505, 3.505, 3.555, 3.555]
+    i = [1930, 2392, 2199, 994, 852, 1080, 544, 1456, 2268, 1868, 652, 125, 197, 1391, 2125, 441, 2339, 49, 962]
+    o = [0, 17, 2, 400, 0, 120, 1, 120, 0, 1, 17, 1, 2, 17, 17, 120, 17, 2, 17]
+    assert_same(*both(trace(a, i, o), "flying", {"policy_args": {"switching": "soft"}}))
 
 
 def test_sidp_switches_and_the_fast_path_follows():

@@ -222,7 +222,9 @@ class Coordinator:
         request, which may decode for seconds while the burst queues behind it, issue 33); its
         requests are recomputed in DP (a TP layout's KV, 1/k per GPU, is no unit's)."""
         for b in self.bindings:
-            if b.revocable and not b.revoked:
+            # (not a soft preempt's group: its request runs on the host in DP until the group starts, and
+            # taking it back from either side mid-move left a request in two batches: a soft group drains)
+            if b.revocable and not b.revoked and b.soft_host is None:
                 b.revoked = b.closing = True
                 if b.started and not b.group.is_held:  # running: at its next safe point
                     b.group.hold(False, on_parked=lambda g, b=b: self._evict(b))
