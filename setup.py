@@ -2,7 +2,7 @@
 
 The traces live at the repository's top level (traces/, next to the packages). A source checkout
 or an editable install reads them there; a wheel carries a copy inside the simulator package
-(simulator/traces/), where simulator.workload.load.bundled_traces_dir finds it once installed.
+(simulator/traces/), where simulator.workload.files.bundled_traces_dir finds it once installed.
 """
 from pathlib import Path
 

@@ -7,6 +7,7 @@ SIGPIPE, what cat or seq report under `set -o pipefail`) when the reader of stdo
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -14,6 +15,16 @@ from pathlib import Path
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+
+
+class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds '(default: X)' to every option with a default that its help does not already state."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
 
 
 def check_writable(path, flag: str = "--out") -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import memory
 from .batch import decode_batch, prefill_batch
+from .closedform import tpot_s, ttft_s
 from .cost import step_cost
 from .deploy import Deployment, deployment
 from .layout import LayoutError, ParallelLayout
@@ -194,8 +195,6 @@ def estimate_row(spec, hw, gpus: int, I: int, O: int, prof, fw, limits, max_len:
     tok/s = min over the pools' saturated rates (prefill: whole prompts, as many as the token budget holds,
     pp at least; decode: the batch its KV holds at full length (decode admission reserves prompt + output),
     capped by max_num_seqs, at the mean context; links: one transfer at a time per prefill instance)."""
-    from .estimate import tpot_s, ttft_s
-
     p, d, pg, dg = pools_from_args(spec, hw, gpus, fw, prefill, decode)
     plan_p, plan_d = memory.plan(spec, p.layout, hw, fw), memory.plan(spec, d.layout, hw, fw)
     dep_p, dep_d = Deployment("disagg", p.layout, plan_p), Deployment("disagg", d.layout, plan_d)

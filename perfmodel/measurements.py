@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pandas as pd
+
 # Column order of a measurement CSV. Times are microseconds; sizes are bytes or elements as named.
 COLUMNS = (
     "op",             # see OPS
@@ -80,8 +82,6 @@ def _header(path: Path) -> list:
 def read_measurements(path: str | Path):
     """Read a measurement CSV into a pandas DataFrame with typed columns; ValueError names the file
     and the first missing column when the header is wrong."""
-    import pandas as pd
-
     path = Path(path)
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = [c for c in ("op", "median_us") if c not in df.columns]

@@ -10,6 +10,7 @@ import dataclasses
 
 from .comm import ep_replicated
 from .framework import DEFAULT_FRAMEWORK, Framework
+from .layout import ParallelLayout
 from .modelspec import DTYPE_BYTES
 
 
@@ -86,8 +87,6 @@ def plan(spec, layout, hw, fw: Framework = DEFAULT_FRAMEWORK, extra_bytes_per_gp
 def shift_plan(spec, base, hw, fw: Framework = DEFAULT_FRAMEWORK) -> MemoryPlan:
     """Shift Parallelism: base (SP x TP) weights W/tp plus the shift model (TP = sp*tp) W/(sp*tp)
     on every GPU (separate-models strategy, SYSTEMS.md 2), one KV cache in the base layout."""
-    from .layout import ParallelLayout
-
     shift = ParallelLayout(tp=base.tp * base.sp, pp=base.pp)
     return plan(spec, base, hw, fw, extra_bytes_per_gpu=weight_bytes_per_gpu(spec, shift))
 
@@ -96,8 +95,6 @@ def sidp_plan(spec, hw, dp: int, tp: int = 1, cache_slots: int = 2,
               fw: Framework = DEFAULT_FRAMEWORK) -> MemoryPlan:
     """SiDP: attention weights replicated, FFN layers owned one per rank of the DP group
     (W_attn + W_ffn/D), plus `cache_slots` buffers of one layer's FFN weights for WaS fetches."""
-    from .layout import ParallelLayout
-
     layout = ParallelLayout(tp=tp)
     per_layer_ffn = spec.ffn_bytes_total / spec.num_layers / tp
     return plan(spec, layout, hw, fw, extra_bytes_per_gpu=cache_slots * per_layer_ffn, ffn_owner_group=dp)

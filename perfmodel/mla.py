@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops
-from .calibration import mla_decode as mla_fit
+from .calibration.attention import LATENT
 from .modelspec import DTYPE_BYTES
 
 
@@ -56,7 +56,7 @@ def decode_time_s(seqs, kv_tokens, heads: int, spec, hw, prof=None):
     else the roofline: max(FLOPs / (achieved bf16 x ATTN_EFF), latent bytes / HBM) + floor. ATTN_EFF 0.6
     matches FlashMLA's 580 TFLOP/s compute-bound on H800 (989 peak: 0.59; FlashMLA README); against the
     measured kernel the roofline is ~2.5x too fast at its median row (a ~12-20 us floor per call, not 5)."""
-    if prof is not None and latent_dim(spec) == mla_fit.LATENT:
+    if prof is not None and latent_dim(spec) == LATENT:
         t = prof.mla_decode_time_s(seqs, kv_tokens, heads, spec.kv_dtype)
         if t is not None:
             return np.where(np.asarray(seqs, dtype=float) > 0, t, 0.0)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+from .calibration.coverage import source_line
+from .modelspec import checkpoint_weights, resolve_model_path
+
 # How far the datasheet roofline sits from the calibrated H100 profile, on the rows where both exist:
 # `perfmodel estimate --hardware h100` with and without --profile none, 4096 in / 250 out, vLLM defaults,
 # llama-3.1-8b (tp1, dp8, tp8), llama-3.3-70b (tp8, dp), qwen3-30b-a3b (tp8, ep8), llama-3.1-405b (tp8);
@@ -23,8 +26,6 @@ def profile_line(prof, hw) -> str:
     if prof is None:
         return (f"none (datasheet roofline of {hw.name}, not calibrated: where both exist it gives {DATASHEET_BIAS}; "
                 "compare calibrated with calibrated, datasheet with datasheet; docs/calibration.md)")
-    from .calibration.coverage import source_line
-
     return f"{prof.name} ({source_line(prof)})"
 
 
@@ -49,8 +50,6 @@ def checkpoint_format(name_or_path: str) -> str | None:
     """The weight format the checkpoint is shipped in: its quantisation (modelspec.checkpoint_weights),
     else bf16 for a 16-bit config (torch_dtype / dtype bfloat16 or float16: --weights has no fp16, and
     both cost the same bytes), None when the config does not say."""
-    from .modelspec import checkpoint_weights, resolve_model_path
-
     own = checkpoint_weights(name_or_path)
     if own:
         return own

@@ -14,10 +14,11 @@ import math
 
 from . import memory, ops, steptable
 from .batch import decode_batch, prefill_batch
+from .closedform import saturated_throughput
 from .cost import step_cost
 from .deploy import Deployment
-from .estimate import saturated_throughput
 from .framework import DEFAULT_FRAMEWORK, Framework, vllm_default_limits
+from .hardware import Collective
 from .layout import LayoutError, ParallelLayout
 
 
@@ -185,7 +186,5 @@ def compare(spec, hw, gpus, job: Job, prof=None, fw=DEFAULT_FRAMEWORK, c_p=None,
 def scaled_interconnect(hw, factor: float):
     """`hw` with GPU-GPU link and collective bandwidths times `factor` (host link unchanged): the
     what-if of SYSTEMS.md 4's "advantage shrinks as interconnect bandwidth grows"."""
-    from .hardware import Collective
-
     colls = {op: Collective(c.alpha_us, c.busbw_gbs * factor) for op, c in hw.collectives.items()}
     return dataclasses.replace(hw, link_bw_gbs=hw.link_bw_gbs * factor, collectives=colls)

@@ -24,9 +24,12 @@ import argparse
 import json
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and exit code as later, no traceback
+    from tqdm import tqdm
+
     from perfmodel.deploy import cluster
     from perfmodel.framework import DEFAULT_FRAMEWORK
     from perfmodel.hardware import hardware_names, load_hardware
@@ -42,7 +45,11 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
     from simulator.policies import POLICIES
     from simulator.cli_items import check_flags, compare_items, compare_policy_args, item_label, policy_args_of
     from simulator.policies.catalog import catalog, format_catalog
+    from simulator import rerun
+    from simulator.recommend.cli import main as recommend_main
+    from simulator.results.invariants import check_run
     from simulator.run import RunSpec, run
+    from simulator.sweep.grid import sweep_main
     from simulator.workload import TraceError
     from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args, describe, workload_from_args
 except KeyboardInterrupt:
@@ -80,8 +87,6 @@ exit codes: 0 done, 1 sweep runs failed or a rerun differs, 2 bad input or unwri
 
 def package_version() -> str:
     """The installed parallelism-sim version, or 'unknown' (a source tree that was never installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("parallelism-sim")
     except PackageNotFoundError:
@@ -212,13 +217,9 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
 
 def run_one(spec: RunSpec, args, workload) -> tuple[dict, object, object]:
     """Simulate one RunSpec (simulator.run, with a progress bar); (summary, requests, steps)."""
-    from tqdm import tqdm
-
     with tqdm(total=len(workload), delay=3, file=sys.stderr, unit="req", desc=spec.policy) as bar:
         r = run(workload, spec, progress=bar.update, workload_args=args)
     if getattr(args, "check", False):
-        from simulator.results.invariants import check_run
-
         r.summary["invariants"] = check_run(r.result) or "ok"
     return r.summary, r.requests, r.steps
 
@@ -316,6 +317,7 @@ def simulate_main(argv) -> int:
                 d = Path(args.out) / label.replace(":", "-").replace(",", "_") if args.compare else Path(args.out)
                 written += write_run(d, summ, req, steps, args.window_s)
         if args.plot:
+            # matplotlib (~0.2 s) only when a plot is asked for: results/plots.py imports it at its top
             from simulator.results.plots import cdf_figure, run_title, timeline_figure
 
             path = Path(args.out or ".") / args.plot
@@ -356,30 +358,26 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         if argv[:1] == ["sweep"]:  # `simulate sweep --grid GRID.toml --out results.parquet ...`
-            from simulator.sweep.grid import sweep_main
-
             rc = sweep_main(argv[1:])
         elif argv[:1] == ["validate"]:  # `simulate validate --measurements FILE ...` (docs/fidelity.md)
+            # validate, compare and replay load ~10 ms of modules each that no other subcommand needs (its
+            # readers, the comparison's inputs, the replay client's): imported where they are asked for
             from simulator.validate.cli import main as validate_main
 
             rc = validate_main(argv[1:])
         elif argv[:1] == ["policies"]:
             rc = policies_main(argv[1:])
         elif argv[:1] == ["compare"]:  # `simulate compare MEASURED SIMULATED`: per-request and per-metric error
-            from simulator.comparison.cli import main as compare_main
+            from simulator.comparison.cli import main as compare_main  # (lazy: see validate above)
 
             rc = compare_main(argv[1:])
         elif argv[:1] == ["replay"]:  # `simulate replay --url URL --trace T --out DIR`: a real server
-            from simulator.replay.cli import main as replay_main
+            from simulator.replay.cli import main as replay_main  # (lazy: see validate above)
 
             rc = replay_main(argv[1:])
         elif argv[:1] == ["recommend"]:  # `simulate recommend --trace T --slo-ttft-ms X --slo-tpot-ms Y ...`
-            from simulator.recommend.cli import main as recommend_main
-
             rc = recommend_main(argv[1:])
         elif argv[:1] == ["rerun"]:  # `simulate rerun DIR`: reproduce a run from its summary.json config
-            from simulator import rerun
-
             rc = rerun.main(argv[1:])
         else:
             rc = simulate_main(argv)

@@ -17,7 +17,12 @@ import math
 import sys
 from pathlib import Path
 
+from perfmodel.framework import Framework
+from perfmodel.modelspec import load_model
 from simulator import make_callable
+from simulator.results.files import write_run
+from simulator.run import file_sha256, hardware_and_profile, run, run_spec_from_config, workload_sha256
+from simulator.workload import load_trace, resolve_trace_path, transforms as tf
 
 # not results: when the run happened, where the (sha256-checked) trace file lies, and the interpreter /
 # library versions it ran under (a change of those is printed as a note; it fails the check only if it
@@ -47,18 +52,12 @@ def load_summary(path) -> dict:
 def build_workload(recipe: dict, where: str = "summary.json"):
     """The workload a config["workload"] recipe describes; ValueError when its trace file is gone or
     changed, or when the rebuilt workload is not the one the run had."""
-    from simulator.run import file_sha256, workload_sha256
-    from simulator.workload import load_trace
-    from simulator.workload import transforms as tf
-
     trace = recipe.get("trace") or ""
     if recipe.get("synthetic"):
         source = recipe["synthetic"]
     elif recipe.get("path") or recipe.get("sha256"):
         source = Path(recipe["path"]) if recipe.get("path") else None
         if source is None or not source.is_file():
-            from simulator.workload import resolve_trace_path
-
             try:
                 source = resolve_trace_path(trace)
             except Exception:  # noqa: BLE001
@@ -82,8 +81,6 @@ def build_workload(recipe: dict, where: str = "summary.json"):
     if recipe.get("max_context_clip"):
         clip = str(recipe["max_context_clip"])
         if not clip.isdigit():
-            from perfmodel.modelspec import load_model
-
             clip = load_model(clip).max_model_len
         w = tf.clip_context(w, int(clip))
     if recipe.get("requests_sha256") and workload_sha256(w) != recipe["requests_sha256"]:
@@ -95,8 +92,6 @@ def build_workload(recipe: dict, where: str = "summary.json"):
 
 def check_profile(profile: dict, hardware: str, name, where: str = "summary.json") -> None:
     """The profile the rerun resolves must be the recorded one, file for file."""
-    from simulator.run import file_sha256, hardware_and_profile
-
     _, prof = hardware_and_profile(hardware, name)
     now = getattr(prof, "name", None) or "datasheet"
     if now != profile.get("name"):
@@ -108,9 +103,6 @@ def check_profile(profile: dict, hardware: str, name, where: str = "summary.json
 def rerun(path, progress=None):
     """Rerun the run whose summary.json (or --out folder) is `path`; the new simulator.run.Run
     (summary with per-request lists when the old one had them)."""
-    from perfmodel.framework import Framework
-    from simulator.run import run, run_spec_from_config
-
     where = str(summary_path(path))
     old = load_summary(path)
     cfg = old["config"]
@@ -165,8 +157,6 @@ def main(argv=None) -> int:
         return 2
     new = json.loads(json.dumps(r.summary))  # the round trip summary.json went through
     if args.out:
-        from simulator.results.files import write_run
-
         write_run(args.out, r.summary, r.requests, r.steps)
     env_old, env_new = old["config"].get("environment"), new["config"].get("environment")
     if env_old != env_new:

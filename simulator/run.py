@@ -11,6 +11,8 @@ import dataclasses
 import functools
 from pathlib import Path
 
+import pandas as pd
+
 from perfmodel.calibration.profile import resolve_profile
 from perfmodel.deploy import cluster, layout_name
 from perfmodel.framework import check_knobs, for_hardware, framework_preset, with_async, with_knobs
@@ -26,6 +28,7 @@ from simulator.policies.catalog import check_policy_args
 from simulator.results.metrics import summarize
 from simulator.run_record import (DETAIL_KEYS, WORKLOAD_ARGS, file_sha256, max_in_flight, peak_second,  # noqa: F401
                                   run_config, vllm_keys, workload_recipe, workload_sha256)
+from simulator.workload import load_trace
 from simulator.workload.synthetic import generate, parse_spec
 
 
@@ -240,10 +243,6 @@ def compare(workload, policies, **setup):
     policy, indexed by it). `workload`: a Workload, or a trace file / bundled name / synthetic spec
     for `load_trace`; `policies`: names, or 'layout:tp=2,pp=4' for the layout policy with its layout
     (as `simulate --compare`); `setup`: RunSpec fields, e.g. model=, gpus=, profile="none"."""
-    import pandas as pd
-
-    from simulator.workload import load_trace
-
     wl = load_trace(workload) if isinstance(workload, (str, Path)) else workload
     recipe = {"trace": str(workload)} if isinstance(workload, (str, Path)) else None
     rows, labels = [], []

@@ -6,11 +6,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.metadata as md
 import math
+import platform
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+
+from simulator.workload.files import resolve_trace_path
+from simulator.workload.synthetic import parse_spec as parse
 
 
 # ---- summary.json: vLLM's result-file keys and the run's config -----------------------------------
@@ -74,8 +80,6 @@ def traffic(recipe: dict):
     --request-rate inf) and for a trace replayed with its own timestamps (vLLM's timed_trace dataset
     leaves --request-rate at its default inf); null where no one rate describes the arrivals (on/off
     phases, a sampled or windowed synthetic workload)."""
-    from simulator.workload.synthetic import parse_spec as parse
-
     trace = str(recipe.get("trace") or "")
     if not trace.startswith(SYNTHETIC):
         return "inf", None
@@ -179,8 +183,6 @@ def file_sha256(path) -> str:
 def workload_sha256(wl) -> str:
     """sha256 of a workload's request frame (every column, workload order): what rerun checks the
     rebuilt workload against."""
-    import pandas as pd
-
     df = wl.requests
     cols = {c: (df[c].map(repr) if df[c].dtype == object else df[c]) for c in df.columns}
     h = hashlib.sha256(",".join(df.columns).encode())
@@ -196,8 +198,6 @@ def workload_recipe(wl, workload_args=None) -> dict:
     recipe = {k: get(k) for k in WORKLOAD_ARGS}
     recipe["trace"] = str(recipe["trace"] or getattr(wl, "source", "<memory>"))
     if recipe["trace"].startswith(SYNTHETIC):
-        from simulator.workload.synthetic import parse_spec as parse
-
         try:
             spec_seed = parse(recipe["trace"], default_seed=int(recipe["seed"] or 0)).seed
         except ValueError:  # a source text that does not parse back: rerun will say so
@@ -210,8 +210,6 @@ def workload_recipe(wl, workload_args=None) -> dict:
             path = Path(get("path"))  # a rerun: the file its run read, found again by its resolved path
         if not path.is_file():
             try:
-                from simulator.workload import resolve_trace_path
-
                 path = resolve_trace_path(recipe["trace"])
             except Exception:  # noqa: BLE001  (an in-memory workload: nothing to rebuild it from)
                 path = None
@@ -223,9 +221,6 @@ def workload_recipe(wl, workload_args=None) -> dict:
 
 
 def _versions() -> dict:
-    import importlib.metadata as md
-    import platform
-
     def version(name):
         try:
             return md.version(name)
@@ -240,8 +235,6 @@ def run_config(wl, rs, recipe: dict, prof, framework=None) -> dict:
     RunSpec field (EngineConfig included), the profile (name, file, sha256; a derived profile's base
     too), the framework (and a caller's own Framework, when run() was given one), the workload seed,
     the tool's version and the Python / numpy / pandas / simpy versions."""
-    import importlib.metadata as md
-
     try:
         tool_version = md.version(TOOL)
     except md.PackageNotFoundError:

@@ -18,6 +18,16 @@ KV_BYTES = 4.0  # bytes per key per KV head per head_dim element: K and V in bf1
 PREFILL_SMOOTH = 1e-3  # weight of the second-difference penalty (held-out choice, docs/calibration.md)
 DECODE_SMOOTH = 1e-4
 DECODE_IRLS = 5  # reweighting rounds towards least absolute relative error
+# Absorbed-MLA decode (the profile's `mla_decode` section, fitted by calibration/mla_decode.py) reads one
+# latent per key, entered in the decode table as one KV head of an equivalent head_dim; these live here,
+# beside KV_BYTES, because the profile and perfmodel.mla need them at run time, not only the fit.
+LATENT = 576  # DeepSeek-V3 / Kimi-K2 kv_lora_rank 512 + qk_rope_head_dim 64: the tables' one latent width
+ELEM_BYTES = {"bf16": 2.0, "fp8": 1.0}
+
+
+def equiv_head_dim(kv_dtype: str) -> float:
+    """head_dim under which KV_BYTES x head_dim is one latent's bytes (bf16 288, fp8 144)."""
+    return LATENT * ELEM_BYTES[kv_dtype] / KV_BYTES
 
 
 def _axis(values: np.ndarray, step: float, distinct_max: int = 0) -> np.ndarray:

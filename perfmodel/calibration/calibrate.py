@@ -16,10 +16,10 @@ import pandas as pd
 from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
-from . import split
-from .coverage import add_extra_sections
+from . import mla_decode, moe, split
+from .coverage import EXTRA
 from .device import check_devices
-from .profile import FORMAT, from_dict
+from .profile import FORMAT, PROFILE_DIR, from_dict
 from .readers import sha256
 from .validate import repeat_noise, predict_us
 
@@ -86,7 +86,7 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
     is called as progress(stage, done, total) before each stage (one per op kind fitted, then
     "fit error") and once at the end with done == total. Refuses (ValueError) measurements whose
     device column names other hardware than `hw` unless allow_device_mismatch (calibration/device.py);
-    adds the `mla_decode` and `moe` sections as calibration/coverage.py says."""
+    adds the `mla_decode` and `moe` sections (add_extra_sections below; calibration/coverage.py)."""
     if split_mode not in ("fit", "all"):
         raise ValueError(f"--split {split_mode!r}: choose fit or all")
     device_check = check_devices(meas.sources, hw, allow_device_mismatch)
@@ -199,3 +199,44 @@ def dumps(d, indent: int = 0) -> str:
 
 def write_profile(d: dict, path) -> None:
     Path(path).write_text(dumps(d) + "\n")
+
+
+def tables_in(dirs) -> dict:
+    """section -> the folder of its aiconfigurator tables (<dir>/moe, <dir>/mla) where every file its fit
+    reads is there."""
+    found = {}
+    for d in map(Path, dirs):
+        need = {"moe": [d / "moe" / s[0] / s[1] / "moe_perf.parquet" for q in moe.SOURCES.values()
+                        for s in q.values()],
+                "mla_decode": [d / "mla" / Path(*mla_decode.FIT_SOURCE) / "generation_mla_perf.parquet"]}
+        for key, files in need.items():
+            if key not in found and all(f.is_file() for f in files):
+                found[key] = files[0].parents[2]
+    return found
+
+
+def add_extra_sections(d: dict, dirs, hw, copy: bool = True) -> dict:
+    """Add `mla_decode` and `moe` to the profile dict `d` being written (fit, else copy unless not `copy`:
+    measurements of other hardware; module docstring); returns the provenance record: section -> how it
+    was made or why it is missing."""
+    found, how = tables_in(dirs), {}
+    bundled = PROFILE_DIR / f"{getattr(hw, 'profile', '') or hw.name}.json"
+    ship = json.loads(bundled.read_text()) if bundled.is_file() else {}
+    same = ship.get("hardware") == hw.name and "derived_from" not in ship
+    for key in EXTRA:
+        if key in found:
+            d[key] = (mla_decode.fit(found[key], d["roofline"], hw.name) if key == "mla_decode"
+                      else moe.fit(found[key], hw, from_dict(d), hw.name))  # before moe: the formula's denominator
+            how[key] = f"fitted on {found[key]}"
+        elif copy and same and ship.get(key):
+            d[key] = ship[key]
+            how[key] = (f"copied unchanged from the bundled {bundled.name} (measured on {hw.name}): its source "
+                        f"tables are not in the measurements ({FALLBACK_SRC[key]})")
+        else:
+            why = "" if copy else " (not copied: the measurements are of other hardware)"
+            how[key] = f"missing: no {FALLBACK_SRC[key]} in the measurements and no bundled {hw.name} section{why}"
+    return how
+
+
+FALLBACK_SRC = {"moe": "<dir>/moe/<backend>/<version>/moe_perf.parquet",
+                "mla_decode": "<dir>/mla/trtllm/1.3.0rc20/generation_mla_perf.parquet"}

@@ -8,36 +8,18 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..cliutil import atomic_write_text, check_writable
+from tqdm import tqdm
+
+from ..cliutil import DefaultsHelp, atomic_write_text, check_writable, run_cli
 from ..hardware import load_hardware
+from .args import add_calibrate_args, add_validate_args
+from .calibrate import calibrate, derive, dumps
 from .coverage import caveats
+from .profile import load_profile
+from .readers import read_measurements_any
+from .validate import format_table, validate
 
 PROGRESS_DELAY_S = 1.0  # the fit's progress bar (stderr) shows only when a fit takes longer than this
-
-
-def add_calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--measurements", nargs="+", metavar="PATH",
-                   help="measurement CSV files and/or directories (aiconfigurator layout or our schema)")
-    p.add_argument("--base", required=True, help="hardware preset the profile is for (h100_sxm, cpu, ...)")
-    p.add_argument("--out", required=True, help="profile JSON to write")
-    p.add_argument("--name", default=None, help="profile name (default: the --out file's name without .json, "
-                   "so a user-made h100.json never reads as the bundled h100_sxm)")
-    p.add_argument("--allow-device-mismatch", action="store_true",
-                   help="fit even when the measurements' device column names other hardware than --base "
-                        "(recorded in the profile; every estimate with it says so)")
-    p.add_argument("--split", default="fit", choices=("fit", "all"),
-                   help="fit on the fixed fit split (default; validate reports held-out error) or on all rows")
-    p.add_argument("--derive-from", default=None, metavar="PROFILE",
-                   help="derive a profile for --base from this profile and the two datasheets (no measurements)")
-
-
-def add_validate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--measurements", nargs="+", required=True, metavar="PATH",
-                   help="measurement CSV files and/or directories")
-    p.add_argument("--profile", required=True, help="profile JSON path or shipped name (h100_sxm, ...)")
-    p.add_argument("--hardware", default=None, help="datasheet to compare with (default: the profile's hardware)")
-    p.add_argument("--format", default="table", choices=("table", "json"), help="output format")
-    p.add_argument("--plot", default=None, metavar="PNG", help="predicted vs measured per op (log-log)")
 
 
 def _fail(e: Exception) -> int:
@@ -48,17 +30,12 @@ def _fail(e: Exception) -> int:
 def calibrate_main(args, out=None) -> int:
     """Fit (or derive) a profile and write it; prints a one-screen summary of the fit errors. --out
     is checked before any work, and written atomically (a temporary file beside it, then renamed)."""
-    from .calibrate import calibrate, derive, dumps
-    from .readers import read_measurements_any
-
     out = out or sys.stdout
     try:
         check_writable(args.out)
         hw = load_hardware(args.base)
         name = args.name or Path(args.out).stem
         if args.derive_from:
-            from .profile import load_profile
-
             base = load_profile(args.derive_from)
             d = derive(Path(base.path), load_hardware(base.hardware), hw, name, Path(args.out).parent)
         else:
@@ -94,8 +71,6 @@ class _progress_bar:
     """A tqdm bar on stderr over the fit's stages (shown after PROGRESS_DELAY_S), as a callback."""
 
     def __enter__(self):
-        from tqdm import tqdm
-
         self.bar = tqdm(total=1, desc="calibrate", unit="stage", file=sys.stderr, delay=PROGRESS_DELAY_S,
                         leave=False, dynamic_ncols=True)
         return self
@@ -123,10 +98,6 @@ def _command(args) -> str:
 
 def validate_main(args, out=None) -> int:
     """Print per-op error of the profile and of the datasheet roofline (table or JSON); optional plot."""
-    from .profile import load_profile
-    from .readers import read_measurements_any
-    from .validate import format_table, plot, validate
-
     out = out or sys.stdout
     try:
         prof = load_profile(args.profile)
@@ -136,6 +107,9 @@ def validate_main(args, out=None) -> int:
         if not rows:
             raise ValueError(f"{', '.join(map(str, args.measurements))}: no rows of an op the profile fits")
         if args.plot:
+            # matplotlib only when a plot is asked for (~0.2 s; validate_plot imports it at its top)
+            from .validate_plot import plot
+
             plot(meas, prof, hw, args.plot)
     except (ValueError, FileNotFoundError, KeyError) as e:
         return _fail(e)
@@ -160,8 +134,6 @@ def _finite(x):
 
 
 def _main(argv=None) -> int:
-    from ..cli import DefaultsHelp
-
     p = argparse.ArgumentParser(prog="python -m perfmodel.calibration.cli", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     add_calibrate_args(sub.add_parser("calibrate", help="fit a calibrated profile from measurements", formatter_class=DefaultsHelp))
@@ -171,8 +143,6 @@ def _main(argv=None) -> int:
 
 
 def main(argv=None) -> int:
-    from ..cliutil import run_cli
-
     return run_cli(_main, argv)
 
 

@@ -1,7 +1,7 @@
 """What a profile covers, and what a run falls back to where it does not (issue 33: a user-made H100
 profile without the bundled `moe` / `mla_decode` sections doubled EP throughput, silently).
 
-`calibrate` fits the `moe` and `mla_decode` sections where their aiconfigurator tables lie beside the
+`calibrate` (calibrate.add_extra_sections) fits the `moe` and `mla_decode` sections where their aiconfigurator tables lie beside the
 measurements (<dir>/moe/<backend>/<version>/moe_perf.parquet, <dir>/mla/trtllm/1.3.0rc20/
 generation_mla_perf.parquet: the layout of aiconfigurator's systems/data/<gpu>/), else copies them from the
 bundled profile measured on the same hardware (perfmodel/profiles/<hw>.json, not a derived one), else
@@ -9,7 +9,6 @@ leaves them out; `caveats` names every section a profile lacks and what the run 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 EXTRA = ("mla_decode", "moe")  # sections fitted by their own modules, from tables not in the CSV folder
@@ -42,52 +41,6 @@ def caveats(d: dict) -> dict:
     if mismatch:
         out["device"] = mismatch
     return out
-
-
-def tables_in(dirs) -> dict:
-    """section -> the folder of its aiconfigurator tables (<dir>/moe, <dir>/mla) where every file its fit
-    reads is there."""
-    from . import mla_decode, moe
-
-    found = {}
-    for d in map(Path, dirs):
-        need = {"moe": [d / "moe" / s[0] / s[1] / "moe_perf.parquet" for q in moe.SOURCES.values()
-                        for s in q.values()],
-                "mla_decode": [d / "mla" / Path(*mla_decode.FIT_SOURCE) / "generation_mla_perf.parquet"]}
-        for key, files in need.items():
-            if key not in found and all(f.is_file() for f in files):
-                found[key] = files[0].parents[2]
-    return found
-
-
-def add_extra_sections(d: dict, dirs, hw, copy: bool = True) -> dict:
-    """Add `mla_decode` and `moe` to the profile dict `d` being written (fit, else copy unless not `copy`:
-    measurements of other hardware; module docstring); returns the provenance record: section -> how it
-    was made or why it is missing."""
-    from . import mla_decode, moe
-    from .profile import PROFILE_DIR, from_dict
-
-    found, how = tables_in(dirs), {}
-    bundled = PROFILE_DIR / f"{getattr(hw, 'profile', '') or hw.name}.json"
-    ship = json.loads(bundled.read_text()) if bundled.is_file() else {}
-    same = ship.get("hardware") == hw.name and "derived_from" not in ship
-    for key in EXTRA:
-        if key in found:
-            d[key] = (mla_decode.fit(found[key], d["roofline"], hw.name) if key == "mla_decode"
-                      else moe.fit(found[key], hw, from_dict(d), hw.name))  # before moe: the formula's denominator
-            how[key] = f"fitted on {found[key]}"
-        elif copy and same and ship.get(key):
-            d[key] = ship[key]
-            how[key] = (f"copied unchanged from the bundled {bundled.name} (measured on {hw.name}): its source "
-                        f"tables are not in the measurements ({FALLBACK_SRC[key]})")
-        else:
-            why = "" if copy else " (not copied: the measurements are of other hardware)"
-            how[key] = f"missing: no {FALLBACK_SRC[key]} in the measurements and no bundled {hw.name} section{why}"
-    return how
-
-
-FALLBACK_SRC = {"moe": "<dir>/moe/<backend>/<version>/moe_perf.parquet",
-                "mla_decode": "<dir>/mla/trtllm/1.3.0rc20/generation_mla_perf.parquet"}
 
 
 def source_line(prof) -> str:

@@ -27,28 +27,22 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from . import attention as att
 from . import sections
+from .attention import LATENT, equiv_head_dim
 
 REPO = "ai-dynamo/aiconfigurator"
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
 DATA_PATH = "aic-core/src/aiconfigurator_core/systems/data/{system}/mla/{backend}/{version}/generation_mla_perf.parquet"
 FIT_SOURCE = ("trtllm", "1.3.0rc20")
 CHECK_SOURCE = ("sglang", "0.5.9")
-LATENT = 576  # DeepSeek-V3 / Kimi-K2 kv_lora_rank 512 + qk_rope_head_dim 64: the tables' one latent width
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
-ELEM_BYTES = {"bf16": 2.0, "fp8": 1.0}
-
-
-def equiv_head_dim(kv_dtype: str) -> float:
-    """head_dim under which attention.KV_BYTES x head_dim is one latent's bytes (bf16 288, fp8 144)."""
-    return LATENT * ELEM_BYTES[kv_dtype] / att.KV_BYTES
 
 
 def frame(path: Path, kv_dtype: str):
     """Decode rows of one table and KV dtype in attention.fit_decode's columns (kv_heads 1: one latent)."""
-    import pandas as pd
     d = pd.read_parquet(path)
     d = d[d.kv_cache_dtype.map(KV_DTYPES) == kv_dtype]
     return pd.DataFrame({"batch": d.batch_size.to_numpy(dtype=float), "kv_len": (d.isl + d.step).to_numpy(dtype=float),

@@ -42,9 +42,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 
+from .. import cost
+from ..hardware import load_hardware
+from ..knobs import moe_ep_imbalance
+from ..layout import ParallelLayout
 from . import sections
-from .moe_shapes import add_shape_tables, leave_one_shape_out
+from .moe_shapes import add_shape_tables
+from .profile import from_dict, moe_ratio
 
 REPO = "ai-dynamo/aiconfigurator"
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
@@ -101,15 +107,12 @@ ROUTINGS = ("power_law_1.2", "power_law_1.01")
 def layout_of(moe_tp: int, moe_ep: int):
     """The ParallelLayout whose MoE layer the row measures: EP inside the TP group (every rank sees
     all num_tokens), or TP-sharded experts."""
-    from ..layout import ParallelLayout
     return ParallelLayout(tp=int(max(moe_tp, moe_ep)), ep=int(moe_ep))
 
 
 def formula_s(hidden, inter, experts, topk, weight_dtype, moe_tp, moe_ep, num_tokens, hw, prof):
     """(seconds, m_e) of perfmodel.cost's uncalibrated fused-MoE formula for a table row, with the busiest EP
     rank's default rows (knobs.moe_ep_imbalance) as perfmodel.cost evaluates it."""
-    from .. import cost
-    from ..knobs import moe_ep_imbalance
     spec = SimpleNamespace(num_experts=int(experts), experts_per_token=int(topk), hidden_size=int(hidden),
                            intermediate_size=int(inter), weight_dtype=weight_dtype)
     t, m_e = cost.expert_gemm_formula_s(spec, layout_of(moe_tp, moe_ep), hw, np.asarray(num_tokens, dtype=float),
@@ -136,7 +139,6 @@ def family_floor_ms(data_dir, fw: str, src: tuple, routing: str, hw, prof) -> di
 
 def read_rows(data_dir: Path, backend: str, version: str, data_dtype: str, kernel: str | None = None,
               routing: str = ROUTINGS[0]):
-    import pandas as pd
     d = pd.read_parquet(Path(data_dir) / backend / version / "moe_perf.parquet")
     d = d[(d.moe_dtype == data_dtype) & (d.distribution == routing)
           & ((d.moe_tp_size == 1) | (d.moe_ep_size == 1))]
@@ -148,7 +150,6 @@ def read_rows(data_dir: Path, backend: str, version: str, data_dtype: str, kerne
 def with_formula(d, quant, hw, prof, floors: bool = True, floor_ms: dict | None = None):
     """Rows with the formula's time (formula_ms), m_e, log(measured/formula), mode and split; `floor_ms`
     ({mode: ms}) replaces the rows' own intercept (a kernel family's floor measured on other tables)."""
-    import pandas as pd
     parts = []
     for (h, i, e, k, tp, ep), g in d.groupby(["hidden_size", "inter_size", "num_experts", "topk",
                                              "moe_tp_size", "moe_ep_size"]):
@@ -248,6 +249,35 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
     return section
 
 
+def leave_one_shape_out(data_dir, hw, prof, routing: str = "power_law_1.2") -> list[tuple]:
+    """[(framework, quant, shapes, rms ratio-only, rms floor + ratio)]: each multi-shape table refitted
+    without one model shape and evaluated on it (log(fit / measured) over its points, both forms, no
+    own-shape tables): how well each form carries a table to a shape it never measured."""
+    out = []
+    for fw, quants in SOURCES.items():
+        for quant, src in quants.items():
+            backend, version, kernel, data_dtype = source(quant, src)
+            raw = read_rows(data_dir, backend, version, data_dtype, kernel, routing)
+            key = [tuple(t) for t in raw[["hidden_size", "inter_size", "num_experts", "topk"]].to_numpy()]
+            shapes = sorted(set(key))
+            if len(shapes) < 2:
+                continue
+            rms = []
+            for floors in (False, True):
+                errs = []
+                for s in shapes:
+                    held = np.array([k == s for k in key])
+                    tabs = fit_table(with_formula(raw[~held], quant.split("_marlin")[0], hw, prof, floors))
+                    te = with_formula(raw[held], quant.split("_marlin")[0], hw, prof, False)
+                    for (mode, split), g in te.groupby(["mode", "split"]):
+                        if mode in tabs:
+                            t = tabs[mode]["floor_ms"] + g.formula_ms * moe_ratio(tabs[mode], float(split), g.m_e.to_numpy())
+                            errs += list(np.log(t / g.latency))
+                rms.append(float(np.sqrt(np.mean(np.square(errs)))))
+            out.append((fw, quant, len(shapes), *rms))
+    return out
+
+
 def with_section(text: str, section: dict) -> str:
     """The profile JSON text with its `moe` section (the last key) replaced or added; every other
     byte of the file unchanged."""
@@ -255,8 +285,6 @@ def with_section(text: str, section: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from ..hardware import load_hardware
-    from .profile import from_dict
     p = argparse.ArgumentParser(prog="python -m perfmodel.calibration.moe", description=__doc__.split("\n")[0])
     p.add_argument("data_dir", type=Path, help="dir with <backend>/<version>/moe_perf.parquet")
     p.add_argument("--profile", default="h100_sxm", help="profile JSON (name in perfmodel/profiles or path)")

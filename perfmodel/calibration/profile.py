@@ -259,8 +259,7 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
 
 
 def _mla_tables(d: dict) -> dict:
-    from .mla_decode import equiv_head_dim  # (not at import: `python -m perfmodel.calibration.mla_decode`)
-    return {k: (att.DecodeTable(v), equiv_head_dim(k)) for k, v in d.get("mla_decode", {}).get("tables", {}).items()}
+    return {k: (att.DecodeTable(v), att.equiv_head_dim(k)) for k, v in d.get("mla_decode", {}).get("tables", {}).items()}
 
 
 @functools.lru_cache(maxsize=32)

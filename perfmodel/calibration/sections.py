@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+from .profile import profile_path
+
 
 def profile_json(obj) -> str:
     """JSON as the profile writes it (indent 1), number lists on one line."""
@@ -33,7 +35,6 @@ def with_section(text: str, key: str, section: dict, before: str | None = None) 
 def checked_inputs(profile: str, files) -> Path | None:
     """The profile JSON a fit CLI writes (a name in perfmodel/profiles or a path), or None after printing
     one error line when it or one of `files` (the tables the fit reads) is missing."""
-    from .profile import profile_path
     try:
         path = profile_path(profile)
     except ValueError as e:

@@ -141,7 +141,7 @@ def _summary(op, dtype, subset, kind, d, cal, ds, label, worst_n=5) -> dict:
             "noise_median_abs_rel": repeat_noise(kind, d), "worst": worst}
 
 
-def _frame(meas, kind: str, hw) -> pd.DataFrame:
+def op_frame(meas, kind: str, hw) -> pd.DataFrame:
     """meas' frame of `kind`; collectives of unknown placement placed node-major on hw's nodes."""
     df = meas.frame(kind)
     return coll.with_nodes(df, hw.gpus_per_node) if kind == "collective" else df
@@ -151,7 +151,7 @@ def validate(meas, prof, hw) -> list[dict]:
     """One summary per op (per dtype for GEMM, plus its LLM-shaped subset) over the compared rows."""
     out = []
     for kind in ("gemm", "prefill", "decode", "collective", "copy"):
-        df = _frame(meas, kind, hw)
+        df = op_frame(meas, kind, hw)
         if not len(df):
             continue
         mask, label = compared_rows(kind, df, meas, prof)
@@ -189,41 +189,3 @@ def format_table(rows: list[dict], title: str = "") -> str:
         if r["worst"] and r["subset"] == "all":
             lines.append("    worst: " + "; ".join(f"{w['shape']} {100 * w['rel_err']:+.0f}%" for w in r["worst"]))
     return "\n".join(lines)
-
-
-def plot(meas, prof, hw, path) -> None:
-    """Predicted vs measured (log-log) per op: calibrated dots, datasheet crosses, y = x line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = []
-    for kind in ("gemm", "prefill", "decode", "collective", "copy"):
-        df = _frame(meas, kind, hw)
-        if not len(df):
-            continue
-        df = df[compared_rows(kind, df, meas, prof)[0]]
-        cal, ds = predict_us(kind, df, prof), predict_us(kind, df, None, hw)
-        key = {"gemm": "dtype", "collective": "op", "copy": "kind"}.get(kind)
-        for name, g in (df.groupby(key) if key else [(KIND_OP[kind], df)]):
-            i = df.index.get_indexer(g.index)
-            panels.append((f"{kind} {name}" if kind == "gemm" else str(name), g.t_us.to_numpy(), cal[i], ds[i]))
-    cols = min(3, max(1, len(panels)))
-    rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False)
-    for ax, (name, meas_us, cal, ds) in zip(axes.ravel(), panels):
-        ax.loglog(meas_us, ds, "x", ms=2, alpha=0.3, color="tab:gray", label="datasheet roofline")
-        ax.loglog(meas_us, cal, ".", ms=2, alpha=0.5, color="tab:blue", label=f"calibrated ({prof.name})")
-        lo, hi = np.nanmin(meas_us), np.nanmax(meas_us)
-        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        med = lambda pred: np.nanmedian(np.abs(pred / meas_us - 1)) * 100  # noqa: E731
-        ax.set_title(f"{name}: median |err| {med(cal):.1f}% (datasheet {med(ds):.0f}%)", fontsize=9)
-        ax.set_xlabel("measured us")
-        ax.set_ylabel("predicted us")
-    for ax in axes.ravel()[len(panels):]:
-        ax.axis("off")
-    axes.ravel()[0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

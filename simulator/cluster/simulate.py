@@ -30,6 +30,7 @@ from simulator.results.records import RequestRecords, StepRecords
 
 from .arrivals import Arrivals
 from .frontend import Tokenizer
+from .limits import engine_limits
 from .router import ROUTERS, Router
 
 
@@ -80,15 +81,6 @@ def _pp_of(plan) -> int:
     """Pipeline depth of a plan's engine: vLLM keeps pp batches of up to `budget` tokens in flight
     (V1's batch queue), so a PP engine's step holds pp x budget tokens."""
     return max([getattr(lay, "pp", 1) for lay in plan.modes.values() if not callable(lay)] or [1])
-
-
-def engine_limits(cfg: EngineConfig, budget: int, max_seqs: int, pp: int) -> Limits:
-    """Limits of an engine of pipeline depth pp (one request is in one batch: chunk_cap = budget)."""
-    reserve = {"vllm": "prompt" if cfg.reserve_full_prompt else "chunk", "trtllm": "request",
-               "sglang": "sglang"}[cfg.scheduler]
-    return Limits(budget * pp, budget, max_seqs, cfg.block_size, cfg.enable_chunked_prefill,
-                  cfg.reserve_full_prompt, cfg.schedule_order == "prefill-first", cfg.priority_scheduling, reserve,
-                  cfg.sglang_clip_max_new_tokens)
 
 
 def lockstep_groups(rule: str, plans, engines) -> list[list]:

@@ -36,8 +36,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from simulator.results.files import OutputPathError, atomic_path, check_writable_file
-
+from simulator.results.files import OutputPathError, check_writable_file
+from simulator.workload.cli import DefaultsHelpFormatter
 from .inputs import InputError, Loaded, finite, load
 from .provenance import check
 
@@ -203,25 +203,7 @@ def format_table(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def write_plot(path, m: Loaded, s: Loaded) -> None:
-    """TTFT and TPOT CDFs of both sides, overlaid (simulator.results.plots.cdf_figure)."""
-    import matplotlib.pyplot as plt
-
-    from simulator.results.plots import cdf_figure
-
-    fig = cdf_figure([(f"measured ({m.path.name})", m.requests), (f"simulated ({s.path.name})", s.requests)],
-                     title="measured vs simulated")
-    leg = fig.axes[0].get_legend()
-    if leg is not None:
-        leg.set_title("run")
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from simulator.workload.cli import DefaultsHelpFormatter
-
     p = argparse.ArgumentParser(prog="simulate compare", formatter_class=DefaultsHelpFormatter,
                                 description="Error of a simulated run against a measured one, per metric and per "
                                             "request (simulator/comparison/cli.py says how each is computed).")
@@ -256,6 +238,9 @@ def main(argv=None) -> int:
     else:
         print(format_table(rep))
     if args.plot:
+        # matplotlib only when a plot is asked for (comparison/plot.py imports it at its top)
+        from .plot import write_plot
+
         write_plot(args.plot, m, s)
         print(f"plot: {args.plot}", file=sys.stderr if args.format == "json" else sys.stdout)
     return 0

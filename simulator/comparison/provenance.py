@@ -10,6 +10,8 @@ run) cannot be checked: a warning names it.
 """
 from __future__ import annotations
 
+from simulator.recommend.serve import hf_name
+
 
 def model_of(summary: dict) -> str | None:
     m = summary.get("model_id") or summary.get("model")
@@ -24,8 +26,6 @@ TUNE_SUFFIXES = ("-instruct", "-chat", "-hf", "-it", "-base")
 def same_model(a: str, b: str) -> bool:
     """A preset name and its Hugging Face id are one model ('llama-3.1-8b' and 'meta-llama/Llama-3.1-8B-Instruct'):
     both are reduced to the checkpoint's name without org and fine-tune suffix, case-blind."""
-    from simulator.recommend.serve import hf_name
-
     def norm(x: str) -> str:
         name = hf_name(x).rstrip("/").rsplit("/", 1)[-1].lower()
         while name.endswith(TUNE_SUFFIXES):

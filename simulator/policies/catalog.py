@@ -13,7 +13,8 @@ import dataclasses
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS, SIDP_B_STAR_CONTEXT_TOKENS, SIDP_HYSTERESIS_DECISIONS
 from perfmodel.sidp import SiDPConfig
 from perfmodel.specdec import MTP_ACCEPTANCE
-from simulator.policies.flying.config import SWITCHING, FlyingConfig
+from simulator.policies import LAYOUT_POLICIES, POLICIES
+from simulator.policies.flying.config import FlyingConfig, SWITCHING
 from simulator.policies.seesaw.policy import REF_INPUT, REF_OUTPUT
 from simulator.policies.sidp.policy import B_STAR_RULES, MODES
 from simulator.policies.static import STATIC
@@ -193,8 +194,6 @@ def knob_names(policy: str) -> tuple[str, ...]:
 
 def catalog() -> list[dict]:
     """Every policy of simulator.policies.POLICIES: name, what it is, whether it reads --layout, knobs."""
-    from simulator.policies import LAYOUT_POLICIES, POLICIES
-
     return [{"policy": p, "about": ABOUT.get(p, ""), "layout": LAYOUT_POLICIES.get(p),
              "knobs": [k.as_dict() for k in KNOBS.get(p, ())]} for p in POLICIES]
 

@@ -3,8 +3,8 @@ latency SLOs. `simulator.recommend.core.recommend(wl, ...)` returns the summary 
 `simulator.recommend.cli.main(argv)` is the CLI (docs/recommend.md)."""
 from __future__ import annotations
 
+from simulator.recommend.core import recommend as _recommend
+
 
 def recommend(wl, **kw) -> dict:
-    from simulator.recommend.core import recommend as _recommend
-
     return _recommend(wl, **kw)

@@ -7,9 +7,12 @@ import dataclasses
 import itertools
 
 from perfmodel import memory
-from perfmodel.deploy import deployment, instance_layout
+from perfmodel.deploy import deployment, instance_layout, layout_name
+from perfmodel.disagg import Pool, pool_on
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError, ParallelLayout
+from simulator.cluster.simulate import SINGLE_NODE_POLICIES
+from simulator.policies import POLICIES
 
 KINDS = ("static", "dynamic", "disagg")
 SHIFT_THRESHOLDS = (SHIFT_THRESHOLD_TOKENS // 2, SHIFT_THRESHOLD_TOKENS, SHIFT_THRESHOLD_TOKENS * 4)
@@ -75,8 +78,6 @@ def _name(tp, pp, sp, dp, ep) -> str:
 
 
 def static_candidate(lay: ParallelLayout) -> Candidate:
-    from perfmodel.deploy import layout_name
-
     text = ",".join(f"{k}={getattr(lay, k)}" for k in ("dp", "tp", "pp", "sp", "ep") if getattr(lay, k) > 1) or "tp=1"
     degrees = tuple((k, getattr(lay, k)) for k in ("dp", "tp", "pp", "sp", "ep"))
     return Candidate(layout_name(lay), "static", "layout", text, (), text, degrees=degrees)
@@ -87,9 +88,6 @@ def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candida
     knob variants (Seesaw and SiDP on one
     node only: docs/multinode.md); each checked by the policy's own plan builder
     (simulator.policies.POLICIES), dropped with its words when refused."""
-    from simulator.cluster.simulate import SINGLE_NODE_POLICIES
-    from simulator.policies import POLICIES
-
     wanted = [Candidate(f"shift:threshold={t}", "dynamic", "shift", None, (("threshold", str(t)),), "shift", t)
               for t in SHIFT_THRESHOLDS]
     wanted += [Candidate(p, "dynamic", p, None, (), p) for p in ("flying", "seesaw", "sidp")]
@@ -120,9 +118,6 @@ def disagg_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candidat
     that holds the model (perfmodel.disagg.pool_on, the --policy dp rule), and the variants with twice
     that TP in the prefill pool (shorter prompts' TTFT) or in the decode pool (shorter steps). Each
     split is checked by the disagg policy's own plan builder (placement, memory, node boundaries)."""
-    from perfmodel.disagg import Pool, pool_on
-    from simulator.policies import POLICIES
-
     ok, dropped, seen = [], [], set()
     for share in DISAGG_SHARES:
         n_p = max(1, min(gpus - 1, int(round(gpus * share))))

@@ -19,16 +19,19 @@ import os
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import WEIGHT_CHOICES
+from simulator.engine.config import FRAMEWORK_ENGINE
 from simulator.recommend.candidates import KINDS
-from simulator.recommend.plot import pareto_plot
+from simulator.recommend.core import NoFit, recommend
+from simulator.results.files import OutputPathError, check_writable_dir, check_writable_file
+from simulator.workload import TraceError
+from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args, workload_from_args
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from simulator.engine.config import FRAMEWORK_ENGINE
-    from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args
-
     p = argparse.ArgumentParser(prog="simulate recommend", description=__doc__.split("\n\n")[2],
                                 formatter_class=DefaultsHelpFormatter)
     add_trace_args(p, default_trace=None)
@@ -118,8 +121,6 @@ def command_lines(cm: dict, framework: str) -> list[str]:
 
 
 def _write_out(res: dict, out: Path) -> None:
-    import pandas as pd
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "recommend.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     pd.DataFrame([{k: v for k, v in r.items() if not isinstance(v, (dict, list))} for r in res["ranking"]]) \
@@ -127,11 +128,6 @@ def _write_out(res: dict, out: Path) -> None:
 
 
 def main(argv=None) -> int:
-    from simulator.recommend.core import NoFit, recommend
-    from simulator.results.files import OutputPathError, check_writable_dir, check_writable_file
-    from simulator.workload import TraceError
-    from simulator.workload.cli import workload_from_args
-
     args = build_parser().parse_args(argv)
     kinds = tuple(k.strip() for k in args.candidates.split(",") if k.strip())
     err = lambda m: (print(f"error: {m}", file=sys.stderr), 2)[1]  # noqa: E731
@@ -161,6 +157,9 @@ def main(argv=None) -> int:
     if args.out:
         _write_out(res, Path(args.out))
     if args.plot:
+        # matplotlib (~0.2 s) only when a plot is asked for: recommend/plot.py imports it at its top
+        from simulator.recommend.plot import pareto_plot
+
         pareto_plot(res, args.plot)
         print(f"plot: {args.plot}", file=sys.stderr)
     if args.format == "json":

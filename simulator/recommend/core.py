@@ -4,13 +4,16 @@ from __future__ import annotations
 import importlib.util
 import time
 
+from perfmodel.deploy import cluster
 from perfmodel.framework import framework_preset
 from perfmodel.layout import LayoutError
+from perfmodel.modelspec import default_weights
 from simulator.recommend import candidates as cand_mod
 from simulator.recommend.prune import bounds as closed_form_bounds
 from simulator.recommend.rank import finish_row, rank, search
 from simulator.recommend.serve import commands
 from simulator.recommend.support import keep as servable
+from simulator.run import hardware_and_profile, model_spec
 from simulator.sweep.executors import EXECUTORS
 
 
@@ -30,10 +33,6 @@ def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: f
     `framework` can serve are simulated (simulator.recommend.support: no Shift / SP outside vLLM), plus,
     with `research`, the research policies (Flying, Seesaw, SiDP: no framework's command). The library
     explores them by default; the CLI only with --research, since it prints a framework's command."""
-    from perfmodel.deploy import cluster
-    from perfmodel.modelspec import default_weights
-    from simulator.run import hardware_and_profile, model_spec
-
     t0 = time.perf_counter()
     log = log or (lambda s: None)
     if executor not in EXECUTORS:

@@ -1,6 +1,14 @@
 """The Pareto frontier of `simulate recommend`: p90 TTFT vs SLO goodput per GPU, a labelled marker per candidate."""
 from __future__ import annotations
 
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window (CI, headless nodes)
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from simulator.results.files import atomic_path  # noqa: E402
+
 
 def frontier(rows: list[dict]) -> list[dict]:
     """Candidates no other beats on both (higher goodput per GPU, lower p90 TTFT), by goodput."""
@@ -19,12 +27,6 @@ KIND_COLORS = {"static": "tab:blue", "dynamic": "tab:orange", "disagg": "tab:gre
 def pareto_figure(res: dict):
     """The figure: one scatter per (kind, SLO met) drawn, so the legend names only what is drawn
     (issue 33: it promised green disagg points that a run without disagg lacks)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
-
     rows = [r for r in res["ranking"] if r.get("p90_ttft_ms") is not None]
     front = frontier(rows)
     named = {id(r) for r in front} | {id(rows[0])} if rows else set()  # labels for the frontier, the winner
@@ -61,10 +63,6 @@ def pareto_figure(res: dict):
 
 
 def pareto_plot(res: dict, path) -> None:
-    import matplotlib.pyplot as plt
-
-    from simulator.results.files import atomic_path
-
     fig = pareto_figure(res)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120)

@@ -22,6 +22,7 @@ import dataclasses
 
 import numpy as np
 
+from perfmodel.disagg import estimate_row
 from perfmodel.estimate import estimate
 from perfmodel.framework import SchedulerLimits, vllm_default_limits
 from perfmodel.layout import LayoutError
@@ -64,8 +65,6 @@ def _estimate(c, spec, hw, gpus, I, O, prof, fw, limits, max_len) -> dict:
     instance + its KV transfer, TPOT = one decode step alone on a decode instance, tok/s = the slowest
     pool's saturated rate; the same quantities, with the same scheduler limits, as the other candidates'."""
     if c.policy == "disagg":
-        from perfmodel.disagg import estimate_row
-
         a = dict(c.policy_args)
         return estimate_row(spec, hw, gpus, I, O, prof, fw, limits, max_len, a.get("prefill"), a.get("decode"))
     return estimate(c.strategy, spec, hw, gpus, I, O, prof, fw, limits, c.threshold, max_len)

@@ -8,23 +8,24 @@ from __future__ import annotations
 
 import functools
 import math
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 import numpy as np
 
 from simulator.recommend.prune import prune_reason, result_key
+from simulator.run import RunSpec, run
+from simulator.sweep.executors import ignore_sigint, run_ray
+from simulator.workload import load_trace
 
 
 @functools.lru_cache(maxsize=4)
 def _workload(trace: str):
-    from simulator.workload import load_trace
-
     return load_trace(trace)
 
 
 def evaluate(task: dict) -> dict:
     """One candidate simulated (simulator.run.run, the one run path): the figures ranking needs."""
-    from simulator.run import RunSpec, run
-
     c, pct = task["candidate"], task["pct"]
     out = {"label": c["label"]}
     try:
@@ -119,9 +120,7 @@ def search(cands, bounds, task_base: dict, workers: int, finish, prune: bool = T
 
 
 def _ray_waves(queue, workers, skip, take) -> None:
-    import ray
-
-    from simulator.sweep.executors import run_ray
+    import ray  # optional extra [ray]: only `--executor ray` imports it (run_ray checked it is installed)
 
     started = not ray.is_initialized()
     if started:  # run_ray would start and stop a Ray per call; one for every wave
@@ -144,11 +143,6 @@ def _local_pool(queue, workers, skip, take) -> None:
     """The sweep's local executor (spawned processes that leave Ctrl-C to the parent), fed one task
     each time one finishes: simulator.sweep.executors.run_local submits a whole list at once, which
     would leave nothing to prune."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    from simulator.sweep.executors import ignore_sigint
-
     pool = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=ignore_sigint)
     try:

@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from perfmodel.disagg import parse_pool
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
+from perfmodel.layout import LayoutError, ParallelLayout
+from simulator.recommend.support import why_not
 
 # ArcticInference flags: --ulysses-sequence-parallel-size, --enable-shift-parallel, --shift-parallel-threshold
 # (snowflakedb/ArcticInference docs/shift-parallel.rst; default threshold 256, as perfmodel.knobs)
@@ -31,8 +34,6 @@ def hf_name(model: str) -> str:
 
 def degrees_of(row: dict, gpus: int) -> dict:
     """dp, tp, pp, sp, ep of a ranked row (static: its layout; dynamic: the deployment it names first)."""
-    from perfmodel.layout import LayoutError, ParallelLayout
-
     deg = dict(row.get("degrees") or {})
     if deg:
         return deg
@@ -58,8 +59,6 @@ DISAGG_NOTE = ("disaggregated prefill/decode is a multi-process deployment: {np}
 
 def disagg_commands(row: dict, m: str) -> dict:
     """Prefill and decode servers (one per pool instance, ports counted up) and the router, per framework."""
-    from perfmodel.disagg import parse_pool
-
     a = row.get("policy_args") or {}
     p, d = parse_pool(a["prefill"], "prefill"), parse_pool(a["decode"], "decode")
     notes = [DISAGG_NOTE.format(np=p.count, nd=d.count)]
@@ -109,8 +108,6 @@ def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None,
     (nodes of `gpus_per_node`; None: one node). A framework that cannot serve the row's policy / layout
     (simulator.recommend.support) gets None, and its reason in 'unservable'. With `framework` (the one
     simulated): 'framework' and 'simulated', that framework's command (None: it has none)."""
-    from simulator.recommend.support import why_not
-
     out = _commands(row, hf_name(model), gpus, gpus_per_node)
     deg = degrees_of(row, gpus) if row.get("policy") != "disagg" else {}
     out["unservable"] = {}

@@ -29,11 +29,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
+
+from simulator.comparison.inputs import InputError, load
+from simulator.results.files import OutputPathError, check_writable_dir, write_run
+from simulator.run_record import workload_recipe
+from simulator.workload import TraceError
+from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args, workload_from_args
+from .records import empty_steps, measured_summary, replay_frame
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args
-
     p = argparse.ArgumentParser(prog="simulate replay", formatter_class=DefaultsHelpFormatter,
                                 description="Replay a trace against an OpenAI-compatible server (/v1/completions, "
                                             "streamed) and write the measured run as simulate --out does.")
@@ -58,11 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
 def import_vllm(path, out) -> dict:
     """Write a vLLM bench result file as a run directory; the summary keeps the file's own measured
     figures (duration, throughput, latency statistics) where it has them."""
-    from simulator.comparison.inputs import InputError, load
-    from simulator.results.files import write_run
-
-    from .records import empty_steps, measured_summary
-
     side = load(path)
     if side.kind != "vllm":
         raise InputError(f"{path}: not a vLLM bench result file (a run directory needs no import)")
@@ -78,13 +79,10 @@ def import_vllm(path, out) -> dict:
 
 def replay_trace(args) -> dict:
     """Replay args.trace against args.url; write args.out; the summary."""
-    from simulator.results.files import write_run
-    from simulator.run_record import workload_recipe
-    from simulator.workload.cli import workload_from_args
-
-    from .client import fetch_model, replay
-    from .records import empty_steps, measured_summary, replay_frame
-
+    try:
+        from .client import fetch_model, replay  # needs aiohttp: the optional [replay] extra, imported only here
+    except ImportError:  # (client imports nothing else that could be missing)
+        raise ValueError("simulate replay needs aiohttp: pip install 'parallelism-sim[replay]'") from None
     wl = workload_from_args(args)
     if args.limit is not None:
         wl = wl.replace(requests=wl.requests.iloc[:args.limit].reset_index(drop=True))
@@ -118,8 +116,6 @@ class Progress:
     def __init__(self, total: int):
         self.bar = None
         if sys.stderr.isatty():
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, unit="req", file=sys.stderr)
 
     def __call__(self) -> None:
@@ -133,9 +129,6 @@ class Progress:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    from simulator.comparison.inputs import InputError
-    from simulator.results.files import OutputPathError, check_writable_dir
-    from simulator.workload import TraceError
 
     try:
         check_writable_dir(args.out, "--out")
@@ -150,10 +143,6 @@ def main(argv=None) -> int:
             raise ValueError("--time-scale must be > 0, --max-concurrency >= 0, --limit >= 1")
         if args.time_scale is not None and args.rate_scale is not None:
             raise ValueError("give --rate-scale K (simulate's flag) or the deprecated --time-scale 1/K, not both")
-        try:
-            import aiohttp  # noqa: F401
-        except ImportError:
-            raise ValueError("simulate replay needs aiohttp: pip install 'parallelism-sim[replay]'") from None
         summ = replay_trace(args)
     except (InputError, OutputPathError, TraceError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -15,6 +15,10 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from perfmodel.batch import make_batch  # noqa: E402
+from perfmodel.cost import TERMS, step_cost  # noqa: E402
+from perfmodel.framework import DEFAULT_FRAMEWORK  # noqa: E402
+from perfmodel.layout import LayoutError, ParallelLayout  # noqa: E402
 from simulator.results.metrics import time_series  # noqa: E402
 
 # colours of the cost terms, one per name in perfmodel.cost.TERMS (collectives in blue/green tones)
@@ -290,11 +294,6 @@ def step_breakdown(steps: pd.DataFrame, modes: dict, spec, hw, prof=None, fw=Non
     a mode missing from it is parsed as a layout itself, as static policies name their modes);
     modes that are not layouts (SiDP's step objects) are left out. Each step's terms are rescaled
     to its recorded duration (a fast-forwarded stretch records its first step's shape)."""
-    from perfmodel.batch import make_batch
-    from perfmodel.cost import TERMS, step_cost
-    from perfmodel.framework import DEFAULT_FRAMEWORK
-    from perfmodel.layout import LayoutError, ParallelLayout
-
     out = {}
     for mode, g in steps.groupby("mode", observed=True):
         lay = modes.get(str(mode), str(mode))  # static policies name a mode by its layout

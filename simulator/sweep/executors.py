@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import functools
 import json
+import multiprocessing
+import signal
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from simulator.engine.config import framework_engine
+from simulator.run import RunSpec, run
+from simulator.workload import load_trace, rate_scale as scale
 
 
 @functools.lru_cache(maxsize=8)
 def _workload(trace: str, rate_scale: float, seed):
-    from simulator.workload import load_trace, rate_scale as scale
-
     w = load_trace(trace) if seed is None else load_trace(trace, seed=int(seed))
     return w if rate_scale == 1.0 else scale(w, rate_scale)
 
@@ -21,9 +26,6 @@ def _workload(trace: str, rate_scale: float, seed):
 def run_task(task: dict) -> dict:
     """One run of a sweep: its coordinates, run_id/run_index and the summary keys (dicts as JSON
     text), or its coordinates and `error` when the run cannot be done (bad layout, trace, ...)."""
-    from simulator.engine.config import framework_engine
-    from simulator.run import RunSpec, run
-
     opts = task.get("options", {})
     row = {k: v for k, v in task.items() if k != "options"}
     try:
@@ -67,8 +69,6 @@ def run_local(tasks, workers, address=None, fn=None):
     if workers <= 1 or len(tasks) <= 1:
         yield from run_inline(tasks, workers, fn=fn)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     fn = fn or run_task
     ctx = multiprocessing.get_context("spawn")
@@ -84,8 +84,6 @@ def run_local(tasks, workers, address=None, fn=None):
 
 def ignore_sigint() -> None:
     """Pool workers leave Ctrl-C to the parent, which stops the sweep (exit 130) without waiting for the queue."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -93,7 +91,7 @@ def run_ray(tasks, workers, address=None, fn=None):
     """Ray tasks (one CPU each) on the cluster at `address` ('auto': a running one), or on a local
     Ray instance of `workers` CPUs started here; reuses a Ray already initialised by the caller."""
     try:
-        import ray
+        import ray  # optional extra [ray]: imported only when a sweep asks for it, so the core install runs
     except ImportError:
         raise SystemExit("error: --executor ray needs Ray: pip install 'parallelism-sim[ray]'") from None
     started = not ray.is_initialized()

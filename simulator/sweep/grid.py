@@ -40,11 +40,14 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from tqdm import tqdm
 
 from perfmodel.framework import check_knobs
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import default_weights as model_default_weights
+from simulator.results.files import check_writable_file
 from simulator.run import check_client_turnaround
+from simulator.sweep.executors import EXECUTORS
 
 try:
     import tomllib
@@ -204,10 +207,6 @@ def build_parser() -> argparse.ArgumentParser:
 def run_sweep(tasks: list[dict], out: Path, executor: str = "local", workers: int = 0,
               ray_address: str | None = None, retry_errors: bool = False, progress: bool = True) -> pd.DataFrame:
     """Run the tasks not yet in `out`, saving as runs finish; the full results table."""
-    from tqdm import tqdm
-
-    from simulator.sweep.executors import EXECUTORS
-
     old = read_results(out)
     done = set(old["run_id"]) if len(old) else set()
     if retry_errors and "error" in old:
@@ -238,8 +237,6 @@ def _coords_text(row) -> str:
 def sweep_main(argv=None) -> int:
     """`simulate sweep`: 0 when every run of the grid ran, 1 when some failed (each listed on stderr), 2 on a
     bad grid or an --out that cannot be written (checked before any run)."""
-    from simulator.results.files import check_writable_file
-
     args = build_parser().parse_args(argv)
     try:
         check_writable_file(args.out, "--out")

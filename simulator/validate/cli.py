@@ -13,14 +13,15 @@ import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
+from tqdm import tqdm
+
 from perfmodel.layout import LayoutError
 from simulator.results.files import atomic_path, check_writable_file
 from simulator.workload import TraceError
 from simulator.workload.cli import DefaultsHelpFormatter
-
 from . import report
-from .twins import assign, replay_choices
 from .rows import Skip, cases, read_measurements
+from .twins import assign, replay_choices
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +102,6 @@ def main(argv) -> int:
     except (TraceError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from tqdm import tqdm
 
     with tqdm(total=len(found), file=sys.stderr, unit="row", desc="validate", delay=2) as bar:
         results = run_rows(found, args.jobs, bar.update, args.framework)
@@ -112,7 +112,7 @@ def main(argv) -> int:
         with atomic_path(args.out) as tmp:  # complete or absent, never a cut-off CSV
             report.frame(done).to_csv(tmp, index=False)
     if args.plot:
-        from .plot import scatter
+        from .plot import scatter  # matplotlib (~0.2 s) only for --plot: validate/plot.py imports it at its top
 
         fig = scatter(report.frame(done))
         with atomic_path(args.plot) as tmp:

@@ -1,13 +1,13 @@
 """Predicted vs measured mean TTFT and TPOT, one marker per row, coloured by backend (log axes)."""
 from __future__ import annotations
 
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window (CI, headless nodes)
+import matplotlib.pyplot as plt  # noqa: E402
+
 
 def scatter(fr):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
     for ax, m, unit in ((axes[0], "ttft", "TTFT"), (axes[1], "tpot", "TPOT")):
         for backend, g in fr.groupby("backend"):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel.hardware import load_hardware
+from perfmodel.modelspec import load_model
 from simulator.workload.errors import TraceError
 
 REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
@@ -90,7 +91,6 @@ def read_measurements(path) -> pd.DataFrame:
 
 
 def _is_moe(model: str) -> bool:
-    from perfmodel.modelspec import load_model
     try:
         return load_model(model).is_moe
     except ValueError:

@@ -5,7 +5,8 @@ from .checks import ReadOptions
 from .errors import TraceError, TraceWarning
 from .generators import (batch_arrivals_s, empirical_lengths, gamma_arrivals_s, onoff_arrivals_s,
                          poisson_arrivals_s, priority_mix, uniform_lengths)
-from .load import bundled_traces, bundled_traces_dir, load_trace, resolve_trace_path
+from .files import bundled_traces, bundled_traces_dir, resolve_trace_path
+from .load import load_trace
 from .readers import READERS, sniff_format
 from .synthetic import SyntheticSpec, generate, parse_spec
 from .transforms import clip_context, parse_sample, parse_window, rate_scale, sample, time_window

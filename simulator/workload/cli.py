@@ -8,6 +8,7 @@ import re
 import sys
 import warnings
 
+from perfmodel.modelspec import load_model
 from . import transforms as tf
 from .canonical import write_csv
 from .errors import TraceError, TraceWarning
@@ -82,7 +83,6 @@ def _context_tokens(value: str) -> int:
     """An integer token count, or a model preset / config.json whose max context to use."""
     if value.isdigit():
         return int(value)
-    from perfmodel.modelspec import load_model  # local: only this flag needs the perf model
 
     try:
         return load_model(value).max_model_len

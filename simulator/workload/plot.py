@@ -3,18 +3,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 
-from .workload import Workload
+matplotlib.use("Agg")  # files only, never a window (CI, headless nodes)
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .workload import Workload  # noqa: E402
 
 
 def plot_workload(w: Workload, path: str | Path) -> Path:
     """Write a 2x2 PNG/PDF (by extension): rate over time, inter-arrivals, input and output lengths."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, never a window (CI, headless nodes)
-    import matplotlib.pyplot as plt
-
     df = w.requests
     t_s = df["arrival_s"].to_numpy()
     gaps_s = np.diff(t_s)

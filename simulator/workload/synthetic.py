@@ -7,7 +7,9 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from . import generators as g
+from .checks import ReadOptions
 from .errors import TraceError
+from .files import read_trace_file
 from .workload import Workload, make_workload
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -121,8 +123,10 @@ def generate(spec: SyntheticSpec) -> Workload:
     if n == 0:
         raise TraceError(_source(spec), "generated no requests (duration too short?)", field="duration_s")
     if spec.lengths:
-        from .load import load_trace  # local: load imports this module
-        table = load_trace(spec.lengths).requests
+        # as load_trace(spec.lengths) reads it (load.py imports this module, so its two branches are spelt here)
+        lengths = (generate(parse_spec(spec.lengths)) if spec.lengths.startswith(SYNTHETIC_PREFIX)
+                   else read_trace_file(spec.lengths, None, ReadOptions()))
+        table = lengths.requests
         inp, out = g.empirical_lengths(n, table["input_tokens"].to_numpy(),
                                        table["output_tokens"].to_numpy(), len_rng)
     else:

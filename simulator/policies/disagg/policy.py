@@ -29,6 +29,9 @@ import dataclasses
 
 from perfmodel import disagg, memory, specdec
 from perfmodel.framework import with_knobs
+from simulator.cluster.limits import engine_limits
+from simulator.engine.loop import Engine
+from simulator.engine.ratio import NewTokenRatio
 from simulator.policies.base import EnginePlan, parse_args
 
 from .coordinator import Coordinator
@@ -80,10 +83,6 @@ def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens:
         # (the cluster passes the run's budget as is: a PoolMode is not a layout to it; engine_limits gives a PP
         # instance pp batches of it in flight, as the aggregated engines have)
         budget, max_seqs = tokens or budget, seqs or max_seqs
-        from simulator.cluster.simulate import engine_limits  # (the cluster imports the policies)
-        from simulator.engine.loop import Engine
-        from simulator.engine.ratio import NewTokenRatio
-
         view = coord.view_of(recs)
         e = Engine(env, index, runner, engine_limits(ec, budget, max_seqs, layout.pp), kv_capacity_tokens, view,
                    steps, ec.fast_forward, None, recs.prefix_caching,
