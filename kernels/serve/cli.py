@@ -22,7 +22,7 @@ from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import load_model
 from perfmodel.steptable import StepTable
-from simulator.cluster.limits import engine_limits
+from simulator.engine.limits import engine_limits
 from simulator.engine.config import EngineConfig
 from simulator.results.files import OutputPathError, check_writable_dir, write_run
 from simulator.results.metrics import summarize

@@ -19,6 +19,7 @@ from perfmodel.layout import LayoutError
 from perfmodel.modelspec import resolve_max_model_len
 from perfmodel.steptable import StepTable
 from simulator.engine.config import EngineConfig
+from simulator.engine.limits import engine_limits
 from simulator.engine.lockstep import Lockstep
 from simulator.engine.loop import Engine
 from simulator.engine.ratio import NewTokenRatio
@@ -30,7 +31,6 @@ from simulator.results.records import RequestRecords, StepRecords
 
 from .arrivals import Arrivals
 from .frontend import Tokenizer
-from .limits import engine_limits
 from .router import ROUTERS, Router
 
 

@@ -29,7 +29,7 @@ import dataclasses
 
 from perfmodel import disagg, memory, specdec
 from perfmodel.framework import with_knobs
-from simulator.cluster.limits import engine_limits
+from simulator.engine.limits import engine_limits
 from simulator.engine.loop import Engine
 from simulator.engine.ratio import NewTokenRatio
 from simulator.policies.base import EnginePlan, parse_args

@@ -3,8 +3,8 @@
 imports) and the real-kernel server (kernels/serve), so it sits below all of them."""
 from __future__ import annotations
 
-from simulator.engine.config import EngineConfig
-from simulator.engine.scheduler import Limits
+from .config import EngineConfig
+from .scheduler import Limits
 
 
 def engine_limits(cfg: EngineConfig, budget: int, max_seqs: int, pp: int) -> Limits:
