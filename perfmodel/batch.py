@@ -6,6 +6,7 @@ arrays and a decode stretch is affine in `decode_kv_tokens` (the simulator's clo
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,6 +29,22 @@ class StepBatch:
     @property
     def seqs(self) -> np.ndarray:
         return self.prefill_seqs + self.decode_seqs
+
+
+class StepAgg(NamedTuple):
+    """One step's aggregates, StepBatch's fields as plain numbers (the simulator builds one a step: exact
+    integers, so the floats are too); StepTable.time_s(*agg) takes them in this order, step records by name."""
+
+    prefill_tokens: int
+    prefill_seqs: int
+    prefill_pairs: float
+    prefill_kv_tokens: float
+    decode_seqs: int
+    decode_kv_tokens: float
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_seqs
 
 
 def micro_batch(batch: StepBatch, m) -> StepBatch:

@@ -79,3 +79,19 @@ def test_simulate_check_reports_ok_and_exits_1_on_a_violation(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error: invariant violated (tp): kv: planted" in err and "(sidp)" in err
     assert json.loads((tmp_path / "o" / "tp" / "summary.json").read_text())["invariants"] == ["kv: planted"]
+
+
+def test_step_records_take_named_rows_only():
+    """Issue 34: a step row crosses files as a StepRow built by name, never as positional values."""
+    from perfmodel.batch import StepAgg
+    from simulator.results.records import STEP_COLUMNS, StepRecords, StepRow, step_row
+
+    rec = StepRecords()
+    code = rec.mode_code("tp")
+    rec.append(step_row(start_s=1.0, duration_s=0.5, engine=2, mode=code, steps=3,
+                        agg=StepAgg(0, 0, 0.0, 0.0, 4, 40.0), kv_used_tokens=64, waiting=1))
+    with pytest.raises(TypeError, match="StepRow"):
+        rec.append(tuple(range(len(STEP_COLUMNS))))
+    f = rec.frame()
+    assert list(f.columns) == list(StepRow._fields) and f.loc[0, "decode_kv_tokens"] == 40.0
+    assert f.loc[0, "engine"] == 2 and f.loc[0, "steps"] == 3 and f.loc[0, "waiting"] == 1 and f.loc[0, "mode"] == "tp"

@@ -26,7 +26,7 @@ from simulator.engine import step as sim_step
 from simulator.engine.batch import RunningBatch
 from simulator.engine.kv import KVBlocks
 from simulator.engine.scheduler import Waiting, schedule
-from simulator.results.records import RequestRecords, StepRecords
+from simulator.results.records import RequestRecords, StepRecords, step_row
 
 from .workers import Runner, engine_of, num_engines
 
@@ -217,9 +217,10 @@ class Lead:
         for i, dur in durations.items():
             e = self.engines[i]
             s, agg, all_decode = self.pending.pop(i)
-            mode = _mode(self.cfg, agg[0] + agg[4])
-            self.steps.append(self.tick_start, dur, i, self.steps.mode_code(mode), 1, *agg,
-                              e.kv.used * e.kv.block_size, len(e.waiting), 0.0)
+            mode = _mode(self.cfg, agg.tokens)
+            self.steps.append(step_row(start_s=self.tick_start, duration_s=dur, engine=i,
+                                       mode=self.steps.mode_code(mode), steps=1, agg=agg,
+                                       kv_used_tokens=e.kv.used * e.kv.block_size, waiting=len(e.waiting)))
             self.tick_s.append(end - self.tick_start)
             done = sim_step.advance(e.batch, self.recs, s, 1, all_decode, end)
             e.kv.used = e.batch.used_blocks

@@ -52,12 +52,12 @@ class Lockstep:
             start = env.now
             plans = [(e, e.begin_step()) for e in busy]
             # routed experts serving the whole EP group run at the group's mean load (idle members: 0)
-            load = (sum(table.padded(agg[0], agg[4]) for _, (_, agg, _, _, table) in plans) / len(engines)
-                    if plans[0][1][4].dispatch else None)
-            dur = max(table.time_s(*agg, rank_tokens=load) for _, (_, agg, _, _, table) in plans)
+            load = (sum(p.table.padded(p.agg.prefill_tokens, p.agg.decode_seqs) for _, p in plans) / len(engines)
+                    if plans[0][1].table.dispatch else None)
+            dur = max(p.table.time_s(*p.agg, rank_tokens=load) for _, p in plans)
             yield env.timeout(dur)
             due = engines[0].arrivals_due() if engines[0].arrivals_due is not None else None
             if due is not None:  # arrivals at this very instant are seen by this boundary
                 yield due
-            for e, (s, agg, all_decode, mode, _) in plans:
-                e.end_step(s, agg, all_decode, mode, 1, start, dur, None)
+            for e, p in plans:
+                e.end_step(p, steps=1, start_s=start, duration_s=dur, stretch=None)

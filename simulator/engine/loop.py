@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from simulator.results.records import step_row
+
 from . import step
 from .batch import RunningBatch
 from .kv import KVBlocks
@@ -192,28 +194,29 @@ class Engine:
                 if self.wake_s:
                     yield env.timeout(self.wake_s)
                 continue
-            s, agg, all_decode, mode, table = self.begin_step()
+            plan = self.begin_step()
+            agg = plan.agg
             # run: perfmodel's time for the step, or for k decode steps in closed form
-            k = step.stretch_steps(batch, kv.free, kv.block_size) \
-                if all_decode and self.fast_forward and not s.preempt and not self.held_back else 1
+            k = step.stretch_steps(batch, kv.free, kv.block_size) if plan.all_decode and self.fast_forward \
+                and not plan.schedule.preempt and not self.held_back else 1
             start, st = env.now, None
             if k > 1:  # the step object may hold its line for fewer steps (SiDP: a pending switch, a kink)
-                c0, c1, k = runner.decode_line(mode, table, agg[4], agg[5], k)
+                c0, c1, k = runner.decode_line(plan.mode, plan.table, agg.decode_seqs, agg.decode_kv_tokens, k)
             # sleep
             if k > 1:
-                self._stretch = st = Stretch(start, c0, c1, agg[5], agg[4], k)
+                self._stretch = st = Stretch(start, c0, c1, agg.decode_kv_tokens, agg.decode_seqs, k)
                 k, dur = yield from sleep_stretch(env, st, st.duration_s())
                 self._stretch = None
             else:
-                dur = table.time_s(*agg)
+                dur = plan.table.time_s(*agg)
                 yield env.timeout(dur)
             if self.arrivals_due is not None:
                 due = self.arrivals_due()
                 if due is not None:  # arrivals at this very instant are seen by this boundary
                     yield due
-            self.end_step(s, agg, all_decode, mode, k, start, dur, st)
+            self.end_step(plan, steps=k, start_s=start, duration_s=dur, stretch=st)
 
-    def begin_step(self):
+    def begin_step(self) -> step.StepPlan:
         """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
         mode and step table."""
         batch, ratio = self.batch, self.ratio
@@ -235,8 +238,8 @@ class Engine:
             raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
                                f"waiting, batch={batch}")  # impossible for requests that fit
         agg, all_decode = step.aggregates(batch, s)
-        mode, table = self.runner.mode_for(agg[0] + agg[4])
-        return s, agg, all_decode, mode, table
+        mode, table = self.runner.mode_for(agg.tokens)
+        return step.StepPlan(s, agg, all_decode, mode, table)
 
     def _hold_back(self) -> list:
         """Schedule-ahead: the requests this step cannot see, taken off the queue's tail for it. The real
@@ -252,13 +255,16 @@ class Engine:
         late.reverse()
         return late
 
-    def end_step(self, s, agg, all_decode, mode, k, start, dur, st) -> None:
-        """apply: record the step(s) that ran from `start` for `dur`, advance the batch, report completions."""
+    def end_step(self, plan: step.StepPlan, *, steps: int, start_s: float, duration_s: float, stretch) -> None:
+        """apply: record the step(s) that ran from `start_s` for `duration_s` (`steps` of them: a decode
+        stretch, `stretch` while it was live), advance the batch, report completions."""
         batch, kv, ratio = self.batch, self.kv, self.ratio
+        s, all_decode, mode, k = plan.schedule, plan.all_decode, plan.mode, steps
         code = self._codes.get(mode)
         if code is None:
             code = self._codes[mode] = self.steps.mode_code(mode)
-        self.steps.append(start, dur, self.index, code, k, *agg, kv.used * kv.block_size, len(self.waiting), 0.0)
+        self.steps.append(step_row(start_s=start_s, duration_s=duration_s, engine=self.index, mode=code, steps=k,
+                                   agg=plan.agg, kv_used_tokens=kv.used * kv.block_size, waiting=len(self.waiting)))
         if ratio is not None and (s.decode_running or all_decode):
             ratio.decoded(k)
         done = step.advance(batch, self.recs, s, k, all_decode, self.env.now, self.cache)
@@ -270,7 +276,7 @@ class Engine:
             for hook in self.finish_hooks:
                 hook(pos)
         for hook in self.step_hooks:
-            hook(self, s, k, st)
+            hook(self, s, k, stretch)
 
     def _park_now(self) -> bool:
         """Whether the hold applies now (a draining hold waits for the batch to finish)."""

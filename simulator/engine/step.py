@@ -5,6 +5,24 @@ when it ends. No clock of their own: the engine passes `now`.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from perfmodel.batch import StepAgg
+
+
+class StepPlan(NamedTuple):
+    """What an engine step begins with (Engine.begin_step): the schedule carried out, its aggregates,
+    whether every request decodes one token, and the mode it runs in with that mode's step table."""
+
+    schedule: object  # scheduler.Schedule
+    agg: StepAgg
+    all_decode: bool
+    mode: str
+    table: object  # StepTable or a policy's step object
+
+
+NO_WORK = StepAgg(0, 0, 0.0, 0.0, 0, 0.0)  # (a switch's row: no tokens)
+
 
 def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
     """Carry out the schedule's preemptions and admissions before the step runs (`cache`: the
@@ -53,7 +71,7 @@ def _sums(grants, contexts) -> tuple:
     return pt, ps, pairs, pkv, dn, dkv
 
 
-def aggregates(batch, s) -> tuple[tuple, bool]:
+def aggregates(batch, s) -> tuple[StepAgg, bool]:
     """The step's cost aggregates (perfmodel.batch.aggregates' order and values: exact integers, so
     the floats are too) and whether it is an all-decode step (every request past its first token,
     one token each)."""
@@ -61,14 +79,14 @@ def aggregates(batch, s) -> tuple[tuple, bool]:
         adm = s.admitted_tokens
         dn = len(s.granted) - len(adm)
         if not adm:
-            return (0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0), True
+            return StepAgg(0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0), True
         hits = [a[3] for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
         pt, ps, pairs, pkv, adn, adkv = _sums(adm, hits)
         dkv = batch.sum_computed - sum(hits) + dn + adkv if dn + adn else 0  # the decoders' keys, then theirs
-        return (pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)), False
+        return StepAgg(pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)), False
     pt, ps, pairs, pkv, dn, dkv = _sums(s.granted, batch.computed())
     all_decode = bool(dn == len(s.granted) and dn and not s.admitted and min(batch.generated()) > 0)
-    return (pt, ps, float(pairs), float(pkv), dn, float(dkv)), all_decode
+    return StepAgg(pt, ps, float(pairs), float(pkv), dn, float(dkv)), all_decode
 
 
 def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) -> list:

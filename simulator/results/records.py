@@ -2,13 +2,29 @@
 from __future__ import annotations
 
 import array
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-STEP_COLUMNS = ("start_s", "duration_s", "engine", "mode", "steps", "prefill_tokens", "prefill_seqs",
-                "prefill_pairs", "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens", "kv_used_tokens",
-                "waiting", "switch_s")
+from perfmodel.batch import StepAgg
+
+# One row of steps.parquet: an engine step, or a fast-forwarded stretch of `steps` decode steps (its token
+# columns, StepAgg's, are those of its first step). `mode`: StepRecords.mode_code of the mode's name;
+# `waiting`: requests queued where the engine's policy queues them, at the step's end; `switch_s`: time
+# spent switching mode or re-sharding before the step. Built by name (`step_row`) by every engine.
+StepRow = NamedTuple("StepRow", [("start_s", float), ("duration_s", float), ("engine", int), ("mode", float),
+                                 ("steps", int), *((f, float) for f in StepAgg._fields),
+                                 ("kv_used_tokens", float), ("waiting", int), ("switch_s", float)])
+STEP_COLUMNS = StepRow._fields
+
+
+def step_row(*, start_s: float, duration_s: float, engine: int, mode: float, steps: int, agg,
+             kv_used_tokens: float, waiting: int, switch_s: float = 0.0) -> StepRow:
+    """A StepRow from a step's aggregates (`agg`: a StepAgg)."""
+    return StepRow(start_s, duration_s, engine, mode, steps, agg.prefill_tokens, agg.prefill_seqs,
+                   agg.prefill_pairs, agg.prefill_kv_tokens, agg.decode_seqs, agg.decode_kv_tokens,
+                   kv_used_tokens, waiting, switch_s)
 
 
 class RequestRecords:
@@ -93,11 +109,11 @@ class StepRecords:
             self.modes.append(name)
         return self._mode_code[name]
 
-    def append(self, *values) -> None:
-        """One row: the STEP_COLUMNS values in order."""
-        if len(values) != len(STEP_COLUMNS):
-            raise ValueError(f"a step row has {len(STEP_COLUMNS)} values ({', '.join(STEP_COLUMNS)}), got {len(values)}")
-        self._rows.extend(values)
+    def append(self, row: StepRow) -> None:
+        """One row (a StepRow: its fields by name, never a bare tuple)."""
+        if type(row) is not StepRow:
+            raise TypeError(f"a step row is a StepRow ({', '.join(STEP_COLUMNS)}), got {type(row).__name__}")
+        self._rows.extend(row)
 
     def __len__(self) -> int:
         return len(self._rows) // len(STEP_COLUMNS)

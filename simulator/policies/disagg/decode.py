@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from collections import deque
 
+from perfmodel.batch import StepAgg
 from perfmodel.specdec import per_token_affine
 from perfmodel.steptable import decode_stretch_s
 from simulator.engine.stretch import Stretch, sleep_stretch
+from simulator.results.records import step_row
 
 
 class DecodeEngine:
@@ -113,8 +115,10 @@ class DecodeEngine:
                 k = 1
                 dur = decode_stretch_s(c0, c1, keys, n, 1)
                 yield env.timeout(dur)
-            self.steps.append(start, dur, self.index, self._mode, k, 0, 0, 0.0, 0.0, n, keys,
-                              self.reserved_blocks * self.block_size, self.queued() + len(self.waiting), 0.0)
+            self.steps.append(step_row(start_s=start, duration_s=dur, engine=self.index, mode=self._mode, steps=k,
+                                       agg=StepAgg(0, 0, 0.0, 0.0, n, keys),
+                                       kv_used_tokens=self.reserved_blocks * self.block_size,
+                                       waiting=self.queued() + len(self.waiting)))
             done = []
             for q in run:
                 r.generated[q] += k

@@ -16,6 +16,8 @@ import numpy as np
 from perfmodel.layout import ParallelLayout
 from simulator.engine.loop import Engine
 from simulator.engine.runner import Runner
+from simulator.engine.step import NO_WORK
+from simulator.results.records import step_row
 
 from .pool import Binding, GroupSteps, PoolSteps
 
@@ -194,8 +196,9 @@ class Coordinator:
     def _switch_row(self, b: Binding, mode: str, start_s: float) -> None:
         dur = self.env.now - start_s
         lead = b.members[0]
-        self.steps.append(start_s, dur, lead.index, self.steps.mode_code(mode), 0, 0, 0, 0.0, 0.0, 0, 0.0,
-                          lead.kv.used_tokens, self.queued(), dur)
+        self.steps.append(step_row(start_s=start_s, duration_s=dur, engine=lead.index, mode=self.steps.mode_code(mode),
+                                   steps=0, agg=NO_WORK, kv_used_tokens=lead.kv.used_tokens, waiting=self.queued(),
+                                   switch_s=dur))
 
     def _start(self, b: Binding):
         """set_TP_mode at the safe point: KV for the group, the switch, then the group runs."""

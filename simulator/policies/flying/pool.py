@@ -1,10 +1,7 @@
 """Flying Serving's pool state: bindings of units to TP groups, and the step rows the pool writes."""
 from __future__ import annotations
 
-from simulator.results.records import STEP_COLUMNS
-
-KV_COL = STEP_COLUMNS.index("kv_used_tokens")
-WAITING_COL = STEP_COLUMNS.index("waiting")
+from simulator.results.records import StepRow
 
 
 class Binding:
@@ -32,10 +29,8 @@ class PoolSteps:
     def mode_code(self, name: str) -> float:
         return self.steps.mode_code(name)
 
-    def append(self, *values) -> None:
-        v = list(values)
-        v[WAITING_COL] = self.coord.queued()
-        self.steps.append(*v)
+    def append(self, row: StepRow) -> None:
+        self.steps.append(row._replace(waiting=self.coord.queued()))
 
 
 class GroupSteps(PoolSteps):
@@ -46,7 +41,5 @@ class GroupSteps(PoolSteps):
         super().__init__(steps, coord)
         self.k = k
 
-    def append(self, *values) -> None:
-        v = list(values)
-        v[KV_COL] = v[KV_COL] / self.k
-        super().append(*v)
+    def append(self, row: StepRow) -> None:
+        super().append(row._replace(kv_used_tokens=row.kv_used_tokens / self.k))

@@ -17,6 +17,9 @@ from collections import deque
 import numpy as np
 
 from perfmodel import seesaw
+from perfmodel.batch import StepAgg
+from simulator.engine.step import NO_WORK
+from simulator.results.records import step_row
 
 
 class SeesawEngine:
@@ -59,9 +62,10 @@ class SeesawEngine:
         """(spec, hw, gpus, prof): what perfmodel.seesaw needs to time a swap."""
         return self.ss.spec, self.ss.hw, self.ss.gpus, self.ss.prof
 
-    def _row(self, start, mode, steps, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0, used=0, switch=0.0):
-        self.steps.append(start, self.env.now - start, self.index, self.steps.mode_code(mode), steps,
-                          pt, ps, pairs, pkv, dn, dkv, used, len(self.waiting), switch)
+    def _row(self, start, mode, steps, agg=NO_WORK, used=0, switch=0.0):
+        self.steps.append(step_row(start_s=start, duration_s=self.env.now - start, engine=self.index,
+                                   mode=self.steps.mode_code(mode), steps=steps, agg=agg, kv_used_tokens=used,
+                                   waiting=len(self.waiting), switch_s=switch))
 
     def _finish(self, pos: int) -> None:
         r = self.recs
@@ -96,11 +100,11 @@ class SeesawEngine:
             p = np.asarray(take)
             lens = r.input_tokens[p].astype(float)
             r.scheduled_s[p] = self.env.now
-            agg = (tokens, len(take), float((lens * (lens + 1) / 2).sum()), float(tokens))
+            agg = StepAgg(tokens, len(take), float((lens * (lens + 1) / 2).sum()), float(tokens), 0, 0.0)
             start = self.env.now
             parked = [q for q in take if r.output_tokens[q] > 1]  # the rest finish with their first token
             yield self.env.timeout(seesaw.prefill_step_s(table.time_s(*agg), r.input_tokens[parked].sum(), *self._link()))
-            self._row(start, "prefill", 1, *agg)
+            self._row(start, "prefill", 1, agg)
             r.first_token_s[p] = self.env.now
             for q in take:
                 if r.output_tokens[q] <= 1:
@@ -132,7 +136,7 @@ class SeesawEngine:
             c0, c1 = table.decode_affine(n)
             start = self.env.now
             yield self.env.timeout(seesaw.decode_stretch_s(c0, c1, keys + n, n, k, pulled, *self._link()))
-            self._row(start, "decode", k, dn=n, dkv=keys + n, used=ctx)
+            self._row(start, "decode", k, StepAgg(0, 0, 0.0, 0.0, n, keys + n), used=ctx)
             r.generated[idx] += k
             done = [q for q in run if r.generated[q] >= r.output_tokens[q]]
             for q in done:
