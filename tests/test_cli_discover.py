@@ -64,7 +64,7 @@ def test_policies_lists_every_policy_with_its_knobs(capsys):
 def test_catalog_names_exactly_the_knobs_each_policy_parses(policy):
     """Each policy's own parse_args is the authority: an unknown argument's error lists what it takes."""
     with pytest.raises(ValueError, match="unknown policy argument") as e:
-        POLICIES[policy](policy, None, None, None, 8, None, {"no_such_knob": "1"})
+        POLICIES[policy](policy=policy, layout=None, spec=None, hw=None, gpus=8, fw=None, policy_args={"no_such_knob": "1"})
     allowed = str(e.value).partition("allowed ")[2]
     assert sorted(knob_names(policy)) == ([] if allowed == "none" else sorted(allowed.split(", ")))
     assert all(k.meaning and k.source for k in KNOBS[policy])

@@ -48,7 +48,8 @@ def test_the_profile_changes_the_choice_here():
     for prof, c_d in ((PROF, C_D), (None, ParallelLayout(tp=4, pp=2))):
         assert max(whole, key=lambda lay: seesaw.decode_rate(SPEC, lay, HW, 8, job, prof)) == c_d
         assert max(whole, key=lambda lay: seesaw.prefill_rate(SPEC, lay, HW, 8, job, prof)) == C_P
-    plans = [seesaw_plans("seesaw", None, SPEC, HW, 8, DEFAULT_FRAMEWORK, {}, prof=p)[0] for p in (PROF, None)]
+    plans = [seesaw_plans(policy="seesaw", layout=None, spec=SPEC, hw=HW, gpus=8, fw=DEFAULT_FRAMEWORK, policy_args={},
+                           prof=p)[0] for p in (PROF, None)]
     modes = [(p.modes["prefill"], p.modes["decode"]) for p in plans]
     assert modes[0] == (C_P, C_D) != modes[1]
 

@@ -47,13 +47,13 @@ def test_default_layout_is_the_static_dp_one_or_the_smallest_sidp_that_fits():
     from simulator.policies.sidp.policy import sidp_plans
 
     fw = DEFAULT_FRAMEWORK
-    plans = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})
+    plans = sidp_plans(policy="sidp", layout=None, spec=SPEC, hw=HW, gpus=8, fw=fw, policy_args={})
     assert len(plans) == 4 and all(len(p.gpus) == 2 for p in plans)
     big = load_model("llama-3.1-405b", weights="bf16")
     with pytest.raises(LayoutError, match="needs tp=8 per replica"):  # one replica: static DP refuses
         deployment("dp", big, HW, 8, fw)
     assert not memory.plan(big, ParallelLayout(tp=4), HW, fw).fits
-    plans = sidp_plans("sidp", None, big, HW, 8, fw, {})
+    plans = sidp_plans(policy="sidp", layout=None, spec=big, hw=HW, gpus=8, fw=fw, policy_args={})
     assert len(plans) == 2 and all(len(p.gpus) == 4 and p.kv_capacity_tokens > 0 for p in plans)
 
 
@@ -100,9 +100,11 @@ def test_b_star_comes_from_the_profile_of_the_step_tables():
     from simulator.policies.sidp.policy import sidp_plans
 
     cal, fw, cfg = load_profile("h200_sxm"), DEFAULT_FRAMEWORK, sidp.SiDPConfig(dp=4, tp=2)
-    orch = sidp_plans("sidp", None, SPEC, HW, 8, fw, {}, prof=cal)[0].modes["was"].orch
+    orch = sidp_plans(policy="sidp", layout=None, spec=SPEC, hw=HW, gpus=8, fw=fw, policy_args={},
+                      prof=cal)[0].modes["was"].orch
     assert orch.b_star == sidp.b_star(SPEC, HW, cfg, SIDP_B_STAR_CONTEXT_TOKENS, prof=cal)
-    datasheet = sidp_plans("sidp", None, SPEC, HW, 8, fw, {})[0].modes["was"].orch
+    datasheet = sidp_plans(policy="sidp", layout=None, spec=SPEC, hw=HW, gpus=8, fw=fw,
+                           policy_args={})[0].modes["was"].orch
     assert datasheet.b_star == sidp.b_star(SPEC, HW, cfg, SIDP_B_STAR_CONTEXT_TOKENS) != orch.b_star
 
 

@@ -50,7 +50,7 @@ def test_shift_threshold_boundary_is_the_same_in_every_layer():
     spec, hw = load_model("llama-3.3-70b", weights="fp8"), load_hardware("h200")
     dep = perfmodel.deploy.deployment("shift", spec, hw, 8)
     assert dep.layout_for(THR) is dep.shift and dep.layout_for(THR + 1) is dep.base
-    plan = shift_plans("shift", None, spec, hw, 8, DEFAULT_FRAMEWORK, {})[0]
+    plan = shift_plans(policy="shift", layout=None, spec=spec, hw=hw, gpus=8, fw=DEFAULT_FRAMEWORK, policy_args={})[0]
     assert (plan.choose(THR), plan.choose(THR + 1)) == ("shift", "base")
     model = build_model(TINY, seed=0)  # the kernels' rule needs only a model to run each side
     for n, want in ((THR, "shift"), (THR + 1, "base")):
@@ -64,8 +64,8 @@ def test_every_layer_reads_the_sidp_hysteresis_from_knobs():
     import simulator.policies.sidp.policy as sim_sidp
     assert sim_sidp.SIDP_HYSTERESIS_DECISIONS is knobs.SIDP_HYSTERESIS_DECISIONS  # the orchestrator's default
     assert sim_sidp.SIDP_B_STAR_CONTEXT_TOKENS is knobs.SIDP_B_STAR_CONTEXT_TOKENS
-    orch = sidp_plans("sidp", None, load_model("llama-3.1-70b"), load_hardware("h200"), 8, DEFAULT_FRAMEWORK,
-                      {})[0].modes["was"].orch
+    orch = sidp_plans(policy="sidp", layout=None, spec=load_model("llama-3.1-70b"), hw=load_hardware("h200"), gpus=8,
+                      fw=DEFAULT_FRAMEWORK, policy_args={})[0].modes["was"].orch
     assert orch.hysteresis == N
     assert _default(kernels.sidp.choose_mode, "hysteresis") == N
     assert _default(sidp.next_mode, "decisions") == N
@@ -93,7 +93,8 @@ def test_simulator_and_kernels_switch_on_the_same_decision():
     """The simulator's orchestrator (every replica deciding in turn) and the kernels' chooser, fed
     the same mean rows per replica, flip on the same decision: the N-th contrary one."""
     spec, hw = load_model("llama-3.1-70b"), load_hardware("h200")
-    plans = sidp_plans("sidp", None, spec, hw, 8, DEFAULT_FRAMEWORK, {"b_star": "4"})  # B* = 4: a test value
+    plans = sidp_plans(policy="sidp", layout=None, spec=spec, hw=hw, gpus=8, fw=DEFAULT_FRAMEWORK,
+                       policy_args={"b_star": "4"})  # B* = 4: a test value
     d = len(plans)
     tokens = [4] * d + [0] * (N + 2)  # every replica at B* (WaS), then decisions that empty replica 0
     sim = [plans[i % d if i < d else 0].choose(t) for i, t in enumerate(tokens)]

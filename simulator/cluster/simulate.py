@@ -110,7 +110,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     if cfg.gpus > hw.gpus_per_node and cfg.policy in SINGLE_NODE_POLICIES:
         raise LayoutError(f"--policy {cfg.policy} runs on one node ({hw.gpus_per_node} GPUs); {cfg.gpus} GPUs span "
                           f"several: run it with --nodes 1, or use shift, flying or a static policy")
-    plans = POLICIES[cfg.policy](cfg.policy, cfg.layout, spec, hw, cfg.gpus, fw, dict(cfg.policy_args), prof=prof)
+    plans = POLICIES[cfg.policy](policy=cfg.policy, layout=cfg.layout, spec=spec, hw=hw, gpus=cfg.gpus, fw=fw,
+                                 policy_args=dict(cfg.policy_args), prof=prof)
     limits = vllm_default_limits(hw)
     budget = ec.max_num_batched_tokens or limits.max_num_batched_tokens
     max_seqs = ec.max_num_seqs or limits.max_num_seqs
@@ -130,11 +131,14 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         # a mode is an instance layout (one StepTable) or a factory table_fn -> step-time object (SiDP)
         runner = Runner({m: lay(table) if callable(lay) else table(lay) for m, lay in p.modes.items()}, p.choose)
         make = getattr(p, "engine_cls", None)
-        if make is not None:  # an engine of its own kind (Seesaw's phased engine)
-            return make(env, i, runner, ec, budget * _pp_of(p), max_seqs, p.kv_capacity_tokens, recs, steps, finished)
-        return Engine(env, i, runner, engine_limits(ec, budget, max_seqs, _pp_of(p)), p.kv_capacity_tokens,
-                      recs, steps, ec.fast_forward, arrivals.due, recs.prefix_caching,
-                      NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None, hw.host_wake_s, fw.schedule_ahead)
+        if make is not None:  # an engine of its own kind (Seesaw's phased engine, the disagg pools')
+            return make(env=env, index=i, runner=runner, ec=ec, budget=budget * _pp_of(p), max_seqs=max_seqs,
+                        kv_capacity_tokens=p.kv_capacity_tokens, recs=recs, steps=steps, finished=finished)
+        return Engine(env=env, index=i, runner=runner, limits=engine_limits(ec, budget, max_seqs, _pp_of(p)),
+                      kv_capacity_tokens=p.kv_capacity_tokens, recs=recs, steps=steps, fast_forward=ec.fast_forward,
+                      arrivals_due=arrivals.due, prefix_caching=recs.prefix_caching,
+                      ratio=NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None, wake_s=hw.host_wake_s,
+                      schedule_ahead=fw.schedule_ahead)
 
     def finished(pos):
         if progress is not None:

@@ -37,7 +37,7 @@ class _Hold:
 class Engine:
     """A simulated serving instance (vLLM v1 scheduler on paged KV) over one instance layout."""
 
-    def __init__(self, env, index: int, runner, limits, kv_capacity_tokens: int, recs, steps,
+    def __init__(self, *, env, index: int, runner, limits, kv_capacity_tokens: int, recs, steps,
                  fast_forward: bool = True, arrivals_due=None, prefix_caching: bool = False, ratio=None,
                  wake_s: float = 0.0, schedule_ahead: bool = False):
         self.env, self.index, self.runner, self.limits = env, index, runner, limits

@@ -13,7 +13,7 @@ from perfmodel.memory import shift_plan
 from simulator.policies.base import EnginePlan, parse_args
 
 
-def shift_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
+def shift_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
     """Shift Parallelism: base (SP x TP) and shift (TP = all GPUs) over one engine and one KV
     cache; steps with more batched tokens than `threshold` run the base config (SYSTEMS.md 2).
     Arguments: threshold (tokens, default perfmodel.knobs.SHIFT_THRESHOLD_TOKENS), base ('sp=8' or 'sp=4,tp=2'; default: smallest TP

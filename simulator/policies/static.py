@@ -10,7 +10,7 @@ from simulator.policies.base import EnginePlan, parse_args
 STATIC = ("dp", "tp", "pp", "sp", "ep", "layout")
 
 
-def static_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
+def static_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
     """dp/tp/pp/sp/ep over all GPUs, or `--policy layout --layout L` (DP fills the remaining GPUs);
     another static policy given a layout stops (it would run one thing under another's name)."""
     parse_args(policy_args, {})

@@ -105,7 +105,8 @@ def dynamic_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candida
                 raise LayoutError(f"{c.policy} runs on one node ({hw.gpus_per_node} GPUs); {gpus} GPUs span several")
             if c.policy == "shift":
                 deployment("shift", spec, hw, gpus, fw, c.threshold)
-            POLICIES[c.policy](c.policy, None, spec, hw, gpus, fw, dict(c.policy_args), prof)
+            POLICIES[c.policy](policy=c.policy, layout=None, spec=spec, hw=hw, gpus=gpus, fw=fw,
+                               policy_args=dict(c.policy_args), prof=prof)
         except (LayoutError, ValueError) as e:
             dropped.append((c.label, str(e).splitlines()[0] if str(e) else type(e).__name__))
             continue
@@ -136,7 +137,8 @@ def disagg_candidates(spec, hw, gpus: int, fw, prof=None) -> tuple[list[Candidat
             args = (("decode", str(d)), ("prefill", str(p)))
             c = Candidate(f"disagg:{p}/{d}", "disagg", "disagg", None, args, "disagg")
             try:
-                POLICIES["disagg"]("disagg", None, spec, hw, gpus, fw, dict(args), prof)
+                POLICIES["disagg"](policy="disagg", layout=None, spec=spec, hw=hw, gpus=gpus, fw=fw, policy_args=dict(args),
+                                   prof=prof)
             except (LayoutError, ValueError) as e:
                 dropped.append((c.label, str(e).splitlines()[0] if str(e) else type(e).__name__))
                 continue

@@ -30,7 +30,7 @@ class DecodeEngine:
     """Decode-only instance; the cluster's interface (index, capacity_tokens, waiting, outstanding_*,
     fits) plus reserve / deliver for the Coordinator."""
 
-    def __init__(self, env, index, table, max_seqs, capacity_tokens, block_size, recs, steps, on_finish,
+    def __init__(self, *, env, index, table, max_seqs, capacity_tokens, block_size, recs, steps, on_finish,
                  fast_forward: bool = True, spec=None, num_layers: int = 1):
         self.env, self.index, self.table, self.recs, self.steps = env, index, table, recs, steps
         self.max_seqs, self.block_size, self.fast_forward = int(max_seqs), int(block_size), fast_forward

@@ -79,29 +79,31 @@ class DisaggPlan(EnginePlan):
 
 
 def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens: int | None):
-    def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
+    def make(*, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
         # (the cluster passes the run's budget as is: a PoolMode is not a layout to it; engine_limits gives a PP
         # instance pp batches of it in flight, as the aggregated engines have)
         budget, max_seqs = tokens or budget, seqs or max_seqs
         view = coord.view_of(recs)
-        e = Engine(env, index, runner, engine_limits(ec, budget, max_seqs, layout.pp), kv_capacity_tokens, view,
-                   steps, ec.fast_forward, None, recs.prefix_caching,
-                   NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None)
+        e = Engine(env=env, index=index, runner=runner, limits=engine_limits(ec, budget, max_seqs, layout.pp),
+                   kv_capacity_tokens=kv_capacity_tokens, recs=view, steps=steps, fast_forward=ec.fast_forward,
+                   prefix_caching=recs.prefix_caching, ratio=NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None)
         coord.attach_prefill(i, e, finished)
         return e
     return make
 
 
 def _decode_maker(coord: Coordinator, j: int, seqs: int | None, spec_dec):
-    def make(env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
-        e = DecodeEngine(env, index, runner.tables["decode"], seqs or max_seqs, kv_capacity_tokens, ec.block_size,
-                         recs, steps, finished, ec.fast_forward, spec_dec, coord.spec.num_layers)
+    def make(*, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
+        e = DecodeEngine(env=env, index=index, table=runner.tables["decode"], max_seqs=seqs or max_seqs,
+                         capacity_tokens=kv_capacity_tokens, block_size=ec.block_size, recs=recs, steps=steps,
+                         on_finish=finished, fast_forward=ec.fast_forward, spec=spec_dec,
+                         num_layers=coord.spec.num_layers)
         coord.attach_decode(j, e)
         return e
     return make
 
 
-def disagg_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list:
+def disagg_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list:
     """Prefill and decode pools over `gpus` GPUs. Arguments: prefill, decode (N x (layout); defaults above),
     and the per-pool limits above."""
     a = parse_args(policy_args, ARGS)

@@ -50,8 +50,9 @@ class Coordinator:
             mode = f"tp{k * self.unit.tp}"
             table = self.table_fn(ParallelLayout(tp=k * self.unit.tp))
             lim = dataclasses.replace(u.limits, block_size=u.limits.block_size * k)  # block_size_TP = k x DP
-            g = Engine(self.env, start, Runner.single(mode, table), lim, 0, self.recs,
-                       GroupSteps(self.steps, self, k), u.fast_forward, u.arrivals_due)
+            g = Engine(env=self.env, index=start, runner=Runner.single(mode, table), limits=lim, kv_capacity_tokens=0,
+                       recs=self.recs, steps=GroupSteps(self.steps, self, k), fast_forward=u.fast_forward,
+                       arrivals_due=u.arrivals_due)
             g.hold()  # parked until a binding starts it
             for hook in u.finish_hooks:
                 g.add_finish_hook(hook)

@@ -53,7 +53,7 @@ ARGS = {f.name: (str if f.type in ("str",) else float if f.type == "float" else 
         for f in dataclasses.fields(FlyingConfig)}
 
 
-def flying_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
+def flying_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
     """Flying Serving over `gpus` GPUs (SYSTEMS.md 5). Arguments: switching (sequential | soft |
     hard), switch_ms (15), restart (live | cold), cold_restart_s (146), priority_tp (0: priority
     < 0 runs TP), priority_width (units; half the node), low_load (in-flight requests; the number of units)."""

@@ -25,7 +25,8 @@ from simulator.results.records import step_row
 class SeesawEngine:
     """Offline-oriented engine; `setup(cfg)` (the plan's attach) gives it the Seesaw parameters."""
 
-    def __init__(self, env, index, runner, cfg, budget, max_seqs, kv_capacity_tokens, recs, steps, on_finish):
+    def __init__(self, *, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
+        cfg, on_finish = ec, finished  # (the cluster's engine-factory keywords: simulator/cluster/simulate.py)
         self.env, self.index, self.runner, self.cfg = env, index, runner, cfg
         self.budget, self.max_seqs, self.capacity_tokens = int(budget), int(max_seqs), int(kv_capacity_tokens)
         self.recs, self.steps, self.on_finish = recs, steps, on_finish

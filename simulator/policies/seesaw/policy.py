@@ -52,7 +52,7 @@ def _layout(text: str, spec, gpus: int) -> ParallelLayout:
     return lay
 
 
-def seesaw_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list:
+def seesaw_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list:
     """Seesaw over `gpus` GPUs. Arguments: c_p, c_d (layouts like 'pp=8', 'tp=4;pp=2'; default
     perfmodel.seesaw.fastest for a job of `input` x `output` tokens, 3000 x 256), cpu_buffer_gb
     (node total; default memory.cpu_kv_buffer_bytes: half the host memory)."""

@@ -49,7 +49,7 @@ ARGS = {"mode": str, "dp": int, "tp": int, "slots": int, "window": int, "peak_sh
 B_STAR_RULES = {"crossover": sidp.b_star, "hide": sidp.hide_batch}
 
 
-def sidp_plans(policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
+def sidp_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, policy_args: dict, prof=None) -> list[EnginePlan]:
     """SiDP over `gpus` GPUs (SYSTEMS.md 3). Arguments: mode (auto | was | cas | fsdp; auto switches
     on B*), tp (GPUs per replica; default perfmodel.estimate.sidp_default_tp: the static DP deployment's), dp (replicas,
     default gpus // tp), slots (weight cache slots, 2), window (look-ahead layers, 1), peak_shifting
