@@ -130,7 +130,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     def build(i, p):
         # a mode is an instance layout (one StepTable) or a factory table_fn -> step-time object (SiDP)
         runner = Runner({m: lay(table) if callable(lay) else table(lay) for m, lay in p.modes.items()}, p.choose)
-        make = getattr(p, "engine_cls", None)
+        make = p.engine_cls
         if make is not None:  # an engine of its own kind (Seesaw's phased engine, the disagg pools')
             return make(env=env, index=i, runner=runner, ec=ec, budget=budget * _pp_of(p), max_seqs=max_seqs,
                         kv_capacity_tokens=p.kv_capacity_tokens, recs=recs, steps=steps, finished=finished)
@@ -145,7 +145,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             progress(1)
         arrivals.finished(pos)
 
-    front = getattr(plans[0], "front", None)  # a policy that places requests itself (Flying)
+    front = plans[0].front  # a policy that places requests itself (Flying, disagg)
 
     def reject(pos, reason: str) -> bool:
         recs.reject_reason[pos] = reason  # one reason per cause (summary.json counts them)
@@ -197,9 +197,9 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency, cfg.client_turnaround_s)
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):
-        if isinstance(e, Engine) and getattr(p, "engine_cls", None) is None:  # (an engine its policy
+        if p.engine_cls is None:  # (an engine its policy
             e.add_finish_hook(finished)  # built reports completions itself: disagg's prefill ends no request)
-        if getattr(p, "attach", None) is not None:  # a dynamic policy observes its engines
+        if p.attach is not None:  # a dynamic policy observes its engines
             p.attach(e)
         if on_engine is not None:
             on_engine(e)

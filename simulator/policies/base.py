@@ -7,13 +7,20 @@ from typing import Callable
 
 @dataclasses.dataclass(frozen=True)
 class EnginePlan:
-    """One engine: its modes (name -> per-instance layout), mode rule, KV capacity and GPUs."""
+    """One engine: its modes (name -> per-instance layout), mode rule, KV capacity and GPUs, and what a
+    dynamic policy adds (its own engine factory, its front door, a hook on the built engine)."""
 
     modes: dict
     choose: Callable[[int], str]
     kv_capacity_tokens: int
     gpus: tuple
     note: str = ""  # a substitution the policy made by design (the CLI prints it; summary.json `notes`)
+    # an engine of the policy's own kind, built by this factory (keywords env, index, runner, ec, budget,
+    # max_seqs, kv_capacity_tokens, recs, steps, finished: simulator/cluster/simulate.py), else an Engine;
+    # such an engine reports its completions itself (disagg's prefill instances end no request)
+    engine_cls: Callable | None = None
+    front: object = None  # the policy's own front door (dispatch, fits): it places requests itself (Flying, disagg)
+    attach: Callable | None = None  # called with the engine once built: a dynamic policy observing its engines
 
 
 def parse_args(policy_args: dict, allowed: dict) -> dict:

@@ -70,14 +70,6 @@ class PoolMode:
         return self.label
 
 
-@dataclasses.dataclass(frozen=True)
-class DisaggPlan(EnginePlan):
-    """An instance of one pool: the policy builds its engine (engine_cls), the Coordinator routes."""
-
-    engine_cls: object = None
-    front: object = None
-
-
 def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens: int | None):
     def make(*, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
         # (the cluster passes the run's budget as is: a PoolMode is not a layout to it; engine_limits gives a PP
@@ -123,10 +115,11 @@ def disagg_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, po
                         fw.pd_handoff_s)
     cap_p, cap_d = (memory.plan(spec, lay, hw, pool_framework(fw, a.get(k), k)).kv_capacity_tokens
                     for lay, k in ((p.layout, "prefill_memory_fraction"), (d.layout, "decode_memory_fraction")))
-    plans = [DisaggPlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
+    # an instance of one pool: the policy builds its engine (engine_cls), the Coordinator routes
+    plans = [EnginePlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
                         engine_cls=_prefill_maker(coord, i, p.layout, a.get("prefill_max_seqs"),
                                                  a.get("prefill_max_tokens")), front=coord) for i, ids in enumerate(pg)]
-    plans += [DisaggPlan({"decode": PoolMode(d.layout, label)}, lambda t: "decode", cap_d, ids, note,
+    plans += [EnginePlan({"decode": PoolMode(d.layout, label)}, lambda t: "decode", cap_d, ids, note,
                          engine_cls=_decode_maker(coord, j, a.get("decode_max_seqs"), spec_dec), front=coord)
               for j, ids in enumerate(dg)]
     return plans

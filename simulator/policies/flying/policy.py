@@ -41,13 +41,6 @@ class FlyingMode:
         return str(self.layout)
 
 
-@dataclasses.dataclass(frozen=True)
-class FlyingPlan(EnginePlan):
-    """A unit's plan: the coordinator observes the unit and is the cluster's front door."""
-
-    attach: object = None
-    front: object = None
-
 
 ARGS = {f.name: (str if f.type in ("str",) else float if f.type == "float" else int)
         for f in dataclasses.fields(FlyingConfig)}
@@ -81,5 +74,6 @@ def flying_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, po
     modes = {"dp": FlyingMode(unit, coord)}
     modes.update({f"tp{k * unit.tp}": FlyingMode(ParallelLayout(tp=k * unit.tp), coord) for k in widths})
     per = unit.gpus_per_instance
-    return [FlyingPlan(modes, lambda t: "dp", dep.plan.kv_capacity_tokens, tuple(range(i * per, (i + 1) * per)),
+    # each unit's plan: the coordinator observes the unit and is the cluster's front door
+    return [EnginePlan(modes, lambda t: "dp", dep.plan.kv_capacity_tokens, tuple(range(i * per, (i + 1) * per)),
                        attach=lambda e, i=i: coord.attach(i, e), front=coord) for i in range(n)]

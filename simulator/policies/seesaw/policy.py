@@ -36,12 +36,6 @@ class SeesawSetup:
     decode_kv_tokens: int
 
 
-@dataclasses.dataclass(frozen=True)
-class SeesawPlan(EnginePlan):
-    engine_cls: type = SeesawEngine
-    attach: object = None
-
-
 ARGS = {"c_p": str, "c_d": str, "cpu_buffer_gb": float, "input": int, "output": int}
 
 
@@ -74,5 +68,5 @@ def seesaw_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, po
                         {"prefill": 0.0 if same else seesaw.reshard_s(spec, c_p, hw, prof),
                          "decode": 0.0 if same else seesaw.reshard_s(spec, c_d, hw, prof)},
                         c_p.pp, dplan.kv_capacity_tokens)
-    return [SeesawPlan({"prefill": c_p, "decode": c_d}, lambda t: "prefill", dplan.kv_capacity_tokens,
-                       tuple(range(gpus)), attach=lambda e: e.setup(setup))]
+    return [EnginePlan({"prefill": c_p, "decode": c_d}, lambda t: "prefill", dplan.kv_capacity_tokens,
+                       tuple(range(gpus)), engine_cls=SeesawEngine, attach=lambda e: e.setup(setup))]

@@ -10,9 +10,6 @@ KV capacity per replica: perfmodel.memory.sidp_plan (W_attn + W_ffn/D + cache sl
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable
-
 from perfmodel import sidp
 from perfmodel.estimate import SIDP_CACHE_SLOTS, sidp_default_tp
 from perfmodel.layout import LayoutError, ParallelLayout
@@ -35,13 +32,6 @@ def _flag(v: str) -> bool:
 
 
 _flag.__name__ = "on/off flag"
-
-
-@dataclasses.dataclass(frozen=True)
-class SiDPPlan(EnginePlan):
-    """An EnginePlan whose engine registers with the orchestrator once built."""
-
-    attach: Callable | None = None
 
 
 ARGS = {"mode": str, "dp": int, "tp": int, "slots": int, "window": int, "peak_shifting": _flag,
@@ -90,7 +80,8 @@ def sidp_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, poli
         b_star = B_STAR_RULES[rule](spec, hw, cfg, a.get("ctx", SIDP_B_STAR_CONTEXT_TOKENS), prof=prof, fw=fw)
     orch = Orchestrator(dp, b_star, a.get("hysteresis", SIDP_HYSTERESIS_DECISIONS), None if mode == "auto" else mode)
     names = ("was", "cas") if mode == "auto" else (mode,)
-    return [SiDPPlan({m: SiDPMode(m, r, orch, cfg) for m in names}, lambda t, r=r: orch.decide(r, t),
-                     plan.kv_capacity_tokens, tuple(range(r * tp, (r + 1) * tp)), note,
-                     attach=lambda e, r=r: orch.attach(r, e))
+    # each replica's engine registers with the orchestrator once built
+    return [EnginePlan({m: SiDPMode(m, r, orch, cfg) for m in names}, lambda t, r=r: orch.decide(r, t),
+                       plan.kv_capacity_tokens, tuple(range(r * tp, (r + 1) * tp)), note,
+                       attach=lambda e, r=r: orch.attach(r, e))
             for r in range(dp)]
