@@ -43,18 +43,18 @@ def fit_args(doc: str, sweep: str, values: list, unit: str):
 
 def _replay_at(item):
     name, value, replay_fn, case = item
-    from simulator.validate import harness
+    from simulator.apps.validate import harness
     setattr(harness, name, value)  # (in each worker process: the harness reads it per row)
     return replay_fn(case)
 
 
 def replay_sweep(rows: list, name: str, values: list, jobs: int, replay_fn=None) -> list:
-    """The fit scripts' sweep: for each value of the constant `name` of simulator.validate.harness, the rows
-    replayed with it (replay_fn, default simulator.validate.replay.replay), one list per value in row order."""
+    """The fit scripts' sweep: for each value of the constant `name` of simulator.apps.validate.harness, the rows
+    replayed with it (replay_fn, default simulator.apps.validate.replay.replay), one list per value in row order."""
     from concurrent.futures import ProcessPoolExecutor
 
     if replay_fn is None:
-        from simulator.validate.replay import replay as replay_fn
+        from simulator.apps.validate.replay import replay as replay_fn
     items = [(name, v, replay_fn, c) for v in values for c in rows]
     with ProcessPoolExecutor(jobs) as ex:
         out = list(ex.map(_replay_at, items, chunksize=4))

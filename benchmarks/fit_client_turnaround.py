@@ -1,4 +1,4 @@
-"""Fit simulator.validate.harness.AIPERF_TURNAROUND_S (response end -> aiperf's next request from that client)
+"""Fit simulator.apps.validate.harness.AIPERF_TURNAROUND_S (response end -> aiperf's next request from that client)
 on the H100 aiperf rows and print the fit.
 
 Fitted on the TTFT of the aiperf vLLM 0.12 rows (Qwen3-32B); held out: the aiperf TRT-LLM and SGLang rows
@@ -16,8 +16,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._shared import fit_args, replay_sweep  # noqa: E402
-from simulator.validate import harness as H  # noqa: E402
-from simulator.validate.rows import cases, read_measurements  # noqa: E402
+from simulator.apps.validate import harness as H  # noqa: E402
+from simulator.apps.validate.rows import cases, read_measurements  # noqa: E402
 
 
 def _line(name: str, done: list) -> str:
@@ -37,7 +37,7 @@ def main() -> None:
         fit = [r for r in done if r.case.backend == "vllm"]
         held = [r for r in done if r.case.backend != "vllm"]
         print(f"{ms:5.0f} ms: fitted {_line('vLLM', fit)}; held out {_line('TRT-LLM + SGLang', held)}")
-    print(f"simulator.validate.harness.AIPERF_TURNAROUND_S = {H.AIPERF_TURNAROUND_S * 1e3:.0f} ms")
+    print(f"simulator.apps.validate.harness.AIPERF_TURNAROUND_S = {H.AIPERF_TURNAROUND_S * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Fit simulator.validate.harness.DEEPEP_NORMAL_CALL_S (DeepEP normal-mode cost per inter-node MoE all_to_all)
+"""Fit simulator.apps.validate.harness.DEEPEP_NORMAL_CALL_S (DeepEP normal-mode cost per inter-node MoE all_to_all)
 on the H100 TRT-LLM DeepSeek disagg rows and print the fit.
 
 Fitted on the TPOT of the rows whose concurrency only a plain (no MTP) recipe with DEP16 decode workers ran
-(simulator/validate/recipes.py); the rows of MTP recipes on DEP16 are printed as held out.
+(simulator/apps/validate/recipes.py); the rows of MTP recipes on DEP16 are printed as held out.
 Usage: python benchmarks/fit_deepep_call.py [--measurements CSV] [--jobs N] [--us 0 100 150 200 250]  (~1 min)
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._shared import fit_args, replay_sweep  # noqa: E402
-from simulator.validate import harness as H  # noqa: E402
-from simulator.validate.recipes import TRTLLM_DSR1_H100  # noqa: E402
-from simulator.validate.rows import cases, read_measurements  # noqa: E402
+from simulator.apps.validate import harness as H  # noqa: E402
+from simulator.apps.validate.recipes import TRTLLM_DSR1_H100  # noqa: E402
+from simulator.apps.validate.rows import cases, read_measurements  # noqa: E402
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
         held = [r.tpot_rel_err for r in done if r.case.id not in fit_ids]
         print(f"{us:5.0f} us: fitted TPOT median |err| {np.median(np.abs(fit)):.1%} (bias {np.median(fit):+.1%}); "
               f"held out {np.median(np.abs(held)):.1%} (bias {np.median(held):+.1%})")
-    print(f"simulator.validate.harness.DEEPEP_NORMAL_CALL_S = {H.DEEPEP_NORMAL_CALL_S * 1e6:.0f} us")
+    print(f"simulator.apps.validate.harness.DEEPEP_NORMAL_CALL_S = {H.DEEPEP_NORMAL_CALL_S * 1e6:.0f} us")
 
 
 if __name__ == "__main__":

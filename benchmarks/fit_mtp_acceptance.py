@@ -1,7 +1,7 @@
 """Fit perfmodel.specdec.MTP_ACCEPTANCE on the H100 TRT-LLM DeepSeek disagg rows and print the fit.
 
 Where InferenceX ran a plain and an MTP-3 recipe of the same TEP16 decode shape at one concurrency
-(simulator/validate/recipes.py), silicon_h100_sxm.csv holds two rows with identical columns and two TPOTs; the
+(simulator/apps/validate/recipes.py), silicon_h100_sxm.csv holds two rows with identical columns and two TPOTs; the
 MTP one is the lower. Their ratio TPOT(plain) / TPOT(MTP) is what the acceptance p sets, with the base step
 cost cancelling out (the model's ratio: plain step / per-token MTP cost, at the recipe's decode batch and the
 mean context of its requests). Usage: python benchmarks/fit_mtp_acceptance.py [--measurements CSV]
@@ -25,7 +25,7 @@ from perfmodel.layout import ParallelLayout  # noqa: E402
 from perfmodel.modelspec import load_model  # noqa: E402
 from perfmodel.specdec import MTP_ACCEPTANCE, SpecDecode, per_token_affine  # noqa: E402
 from perfmodel.steptable import StepTable  # noqa: E402
-from simulator.validate.recipes import TRTLLM_DSR1_H100  # noqa: E402
+from simulator.apps.validate.recipes import TRTLLM_DSR1_H100  # noqa: E402
 
 
 def twin_pairs(df: pd.DataFrame) -> list[tuple]:

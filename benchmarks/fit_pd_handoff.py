@@ -1,8 +1,8 @@
-"""Fit simulator.validate.harness.SGLANG_PD_HANDOFF_S (transfer end -> first token, SGLang 0.5.8 PD under Dynamo)
+"""Fit simulator.apps.validate.harness.SGLANG_PD_HANDOFF_S (transfer end -> first token, SGLang 0.5.8 PD under Dynamo)
 on the H100 SGLang DeepSeek disagg rows and print the fit.
 
 Fitted on the TTFT of the rows at C=1 that the max-tp recipe ran (an idle deployment: no queue, no decode
-load; twins labelled by simulator/validate/twins.py); every other SGLang DeepSeek row is printed as held out.
+load; twins labelled by simulator/apps/validate/twins.py); every other SGLang DeepSeek row is printed as held out.
 Usage: python benchmarks/fit_pd_handoff.py [--measurements CSV] [--jobs N] [--ms 0 70 100 140 180]  (~2 min)
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._shared import fit_args, replay_sweep  # noqa: E402
-from simulator.validate import harness as H  # noqa: E402
-from simulator.validate.rows import cases, read_measurements  # noqa: E402
-from simulator.validate.twins import assign, replay_choices  # noqa: E402
+from simulator.apps.validate import harness as H  # noqa: E402
+from simulator.apps.validate.rows import cases, read_measurements  # noqa: E402
+from simulator.apps.validate.twins import assign, replay_choices  # noqa: E402
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
         print(f"{ms:5.0f} ms: fitted TTFT ({len(fit)} rows) median |err| {np.median(np.abs(fit)):.1%} "
               f"(bias {np.median(fit):+.1%}); held out ({len(held)}) {np.median(np.abs(held)):.1%} "
               f"(bias {np.median(held):+.1%})")
-    print(f"simulator.validate.harness.SGLANG_PD_HANDOFF_S = {H.SGLANG_PD_HANDOFF_S * 1e3:.0f} ms")
+    print(f"simulator.apps.validate.harness.SGLANG_PD_HANDOFF_S = {H.SGLANG_PD_HANDOFF_S * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

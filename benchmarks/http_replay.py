@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernels.dist import free_port  # noqa: E402
 from kernels.serve.http import wait_healthy  # noqa: E402
-from simulator.replay.cli import main as replay_main  # noqa: E402
+from simulator.apps.replay.cli import main as replay_main  # noqa: E402
 
 TRACE = "synthetic:gamma?rate=10&burstiness=0.5&n=30&input=48&output=16&seed=3"  # the test's trace
 BOUND = 0.20  # issue 16

@@ -22,8 +22,8 @@ from benchmarks._shared import azure_conv_trace  # noqa: E402
 
 
 def main() -> int:
-    from simulator.recommend.core import recommend
-    from simulator.recommend.rank import key
+    from simulator.apps.recommend.core import recommend
+    from simulator.apps.recommend.rank import key
     from simulator.workload import load_trace
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

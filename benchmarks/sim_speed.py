@@ -124,7 +124,7 @@ def scaling(max_n: int) -> None:
 def run_cli(trace: Path, out_dir: str) -> float:
     """Wall seconds of one `simulate --trace T --policy tp --out DIR` in a fresh interpreter."""
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "simulator.cli", "--trace", str(trace), *CLI_ARGS, "--out", out_dir],
+    r = subprocess.run([sys.executable, "-m", "simulator.apps.cli", "--trace", str(trace), *CLI_ARGS, "--out", out_dir],
                        capture_output=True, text=True)  # the progress bar goes to the stderr pipe
     wall = time.perf_counter() - t0
     if r.returncode:
@@ -136,13 +136,13 @@ def cli_phases(trace: Path, out_dir: Path) -> tuple[dict, dict, str]:
     """The CLI run's phases, timed in-process with the functions the CLI calls; (seconds, summary, profile)."""
     from tqdm import tqdm
 
-    from simulator.cli import build_parser, run_spec
+    from simulator.apps.cli import build_parser, run_spec
     from simulator.results.files import write_run
     from simulator.run import hardware_and_profile, model_spec, run
     from simulator.workload.cli import workload_from_args
 
     sec = {}
-    start = [sys.executable, "-c", "import simulator.cli"]
+    start = [sys.executable, "-c", "import simulator.apps.cli"]
     sec["interpreter start + imports"] = statistics.median(_wall(subprocess.run, start, check=True)[0]
                                                            for _ in range(CLI_REPEATS))
     args = build_parser().parse_args(["--trace", str(trace), *CLI_ARGS, "--out", str(out_dir)])

@@ -192,8 +192,8 @@ def simulated(a, strategy: str, model: str, trace: str, profile: str, d: Path, s
 
 # ---- 4. compare ------------------------------------------------------------------------------
 def compare(meas: Path, sim: Path, stem: Path) -> dict:
-    from simulator.comparison.cli import compare_runs, format_table
-    from simulator.comparison.inputs import load
+    from simulator.apps.comparison.cli import compare_runs, format_table
+    from simulator.apps.comparison.inputs import load
 
     rep = compare_runs(load(meas), load(sim))
     stem.with_suffix(".txt").write_text(format_table(rep) + "\n")

@@ -46,7 +46,7 @@ print((OUT / first / "compare.txt").read_text())
     ("code", """
 import matplotlib.pyplot as plt
 
-from simulator.comparison.inputs import load
+from simulator.apps.comparison.inputs import load
 from simulator.results.plots import cdf_figure
 
 runs = [(f"{s} {side}", load(OUT / s / side).requests) for s in STRATEGIES.split(",")

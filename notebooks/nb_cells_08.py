@@ -14,8 +14,8 @@ conversation trace when `../shared` is present. Same as `simulate recommend --tr
 from pathlib import Path
 
 from simulator import load_trace
-from simulator.recommend.core import recommend
-from simulator.recommend.plot import frontier, pareto_plot
+from simulator.apps.recommend.core import recommend
+from simulator.apps.recommend.plot import frontier, pareto_plot
 from simulator.workload import rate_scale, time_window
 
 SETUP = dict(model="llama-3.3-70b", hardware="h200", gpus=8, workers=2)
@@ -49,7 +49,7 @@ print(results["burstgpt x8"]["commands"]["vllm"])
 bound is below the best simulated result; the winner comes with a serving command line.
 """),
     ("code", """
-from simulator.recommend.rank import key
+from simulator.apps.recommend.rank import key
 
 for name, r in results.items():
     best = max(r["ranking"], key=key)

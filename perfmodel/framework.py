@@ -73,12 +73,12 @@ class Framework:
     # to arrive, so this is not compatible with CUDA graph" (deepseek-ai/DeepEP README, the dispatch
     # example), so each call pays a host round trip and its layer's launches are exposed. 0: the datasheet
     # hierarchical all_to_all alone (perfmodel.network; DeepEP's low-latency kernels are within it, see
-    # tests/test_multinode_published.py). Fitted value: DEEPEP_NORMAL_CALL_S (simulator/validate/harness.py).
+    # tests/test_multinode_published.py). Fitted value: DEEPEP_NORMAL_CALL_S (simulator/apps/validate/harness.py).
     moe_a2a_call_s: float = 0.0
     # Seconds from a disaggregated request's KV transfer end to its first token leaving the decode worker, on
     # top of the modelled transfer (handshake, transfer polling, the decode side's first turn): 0 unless a
     # deployment's measurements fix it. Fitted value for SGLang 0.5.8 PD under Dynamo: SGLANG_PD_HANDOFF_S
-    # (simulator/validate/harness.py; fitted, mechanism not identified: docs/fidelity.md).
+    # (simulator/apps/validate/harness.py; fitted, mechanism not identified: docs/fidelity.md).
     pd_handoff_s: float = 0.0
     # Seconds per prompt token of the serving front end's tokenizer, before the engine sees a request (and
     # after the client's TTFT clock started). vLLM, SGLang and TRT-LLM tokenize in one thread of their API

@@ -15,7 +15,7 @@ The simulator advances a speculative decode pool one token at a time at the per-
 (step / T): means (TTFT, TPOT, throughput) are those of whole steps; step counts are T x too many.
 
 `MTP_ACCEPTANCE` is fitted (docs/fidelity.md, fitted constants): sa-bench's random-token prompts, DeepSeek-R1
-fp8 on H100, TRT-LLM (simulator/validate/recipes.py says which rows ran which recipe).
+fp8 on H100, TRT-LLM (simulator/apps/validate/recipes.py says which rows ran which recipe).
 """
 from __future__ import annotations
 

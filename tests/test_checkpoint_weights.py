@@ -9,8 +9,8 @@ import pytest
 
 from perfmodel.cli import main as perfmodel_main
 from perfmodel.modelspec import checkpoint_weights, default_weights
-from simulator.cli import main as simulate_main
-from simulator.sweep.grid import default_weights as grid_default_weights
+from simulator.apps.cli import main as simulate_main
+from simulator.apps.sweep.grid import default_weights as grid_default_weights
 
 
 @pytest.mark.parametrize("model, has_fp8, want", [

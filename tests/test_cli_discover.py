@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-import simulator.cli as cli
+import simulator.apps.cli as cli
 from perfmodel import knobs
-from simulator.cli import compare_items, main
+from simulator.apps.cli import compare_items, main
 from simulator.policies import POLICIES
 from simulator.policies.catalog import KNOBS, catalog, knob_names
 from simulator.policies.flying.config import FlyingConfig
@@ -136,7 +136,7 @@ def test_version(capsys):
 def test_plot_cdf_writes_the_cdf_figure(tmp_path, monkeypatch):
     """`--plot cdf` picks the CDF figure (plots.cdf_figure) and names the file cdf.png."""
     import simulator.results.plots as plots
-    from simulator.cli import main
+    from simulator.apps.cli import main
 
     seen = []
     real = plots.cdf_figure

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from perfmodel.cli import main as perfmodel_main
-from simulator.cli import main
+from simulator.apps.cli import main
 from simulator.run import RunSpec
-from simulator.sweep.grid import GridError, expand_grid
+from simulator.apps.sweep.grid import GridError, expand_grid
 
 TRACE = "synthetic:poisson?n=20&rate=2&input=256&output=16"
 SMALL = ["--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "1", "--policy", "tp", "--profile", "none",

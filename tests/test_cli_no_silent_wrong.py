@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from simulator.cli import main
+from simulator.apps.cli import main
 from simulator.engine.config import EngineConfig
 from simulator.run import workload
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import simulator.cli as cli
-from simulator.cli import main
+import simulator.apps.cli as cli
+from simulator.apps.cli import main
 from simulator.results import files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_unwritable_out_and_plot_are_refused(capsys, readonly, no_run):
 
 
 def test_sweep_out_is_checked_before_the_grid_runs(capsys, tmp_path, monkeypatch):
-    import simulator.sweep.grid as grid
+    import simulator.apps.sweep.grid as grid
 
     monkeypatch.setattr(grid, "run_sweep", lambda *a, **k: pytest.fail("sweep ran"))
     g = tmp_path / "g.toml"
@@ -94,7 +94,7 @@ def test_sweep_out_is_checked_before_the_grid_runs(capsys, tmp_path, monkeypatch
 
 
 def test_validate_out_and_plot_are_checked_before_any_replay(capsys, tmp_path, monkeypatch):
-    import simulator.validate.cli as vcli
+    import simulator.apps.validate.cli as vcli
 
     monkeypatch.setattr(vcli, "run_rows", lambda *a, **k: pytest.fail("rows replayed"))
     (tmp_path / "afile").write_text("x")
@@ -123,8 +123,8 @@ def test_ctrl_c_in_a_run_says_interrupted_and_exits_130(capsys, monkeypatch):
 
 
 def test_ctrl_c_in_sweep_and_validate_exits_130(capsys, monkeypatch, tmp_path):
-    import simulator.sweep.grid as grid
-    import simulator.validate.cli as vcli
+    import simulator.apps.sweep.grid as grid
+    import simulator.apps.validate.cli as vcli
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -160,7 +160,7 @@ def test_closed_stdout_ends_quietly_with_exit_141(tmp_path):
     """`simulate ... --format json | head -0`: the reader is gone before the first write; 141 = 128 + SIGPIPE
     (what `cat` reports; `perfmodel` and `microbench` say the same), no traceback."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.Popen([sys.executable, "-m", "simulator.cli", *SMALL, "--policy", "tp", "--format", "json"],
+    p = subprocess.Popen([sys.executable, "-m", "simulator.apps.cli", *SMALL, "--policy", "tp", "--format", "json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env)
     p.stdout.close()  # the reader goes away before the child writes anything
     err = p.stderr.read().decode()

@@ -6,9 +6,9 @@ import pytest
 from test_sim_util import assert_same_requests, run, run_both, workload
 
 from simulator.run import RunSpec
-from simulator.validate.harness import AIPERF_TURNAROUND_S, harness
-from simulator.validate.replay import run_spec
-from simulator.validate.rows import Case
+from simulator.apps.validate.harness import AIPERF_TURNAROUND_S, harness
+from simulator.apps.validate.replay import run_spec
+from simulator.apps.validate.rows import Case
 
 Z = 0.0123
 

@@ -1,4 +1,4 @@
-"""`simulate compare` (simulator/comparison): a run against itself has zero error on every metric; a vLLM
+"""`simulate compare` (simulator/apps/comparison): a run against itself has zero error on every metric; a vLLM
 bench serve --save-detailed result file is read with every request; bad input is one `error:` line, exit 2."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 
 from simulator import RunSpec, run
-from simulator.comparison import inputs
-from simulator.comparison.cli import HEADLINE, METRICS, main
+from simulator.apps.comparison import inputs
+from simulator.apps.comparison.cli import HEADLINE, METRICS, main
 from simulator.results.files import write_run
 from simulator.workload import load_trace
 
@@ -112,8 +112,8 @@ def test_bad_input_one_line_exit_2(tmp_path, run_dir, capsys, bad, says):
 
 
 def test_api_compare_still_callable():
-    """Importing the simulator.comparison package keeps `from simulator import compare` the policy comparison."""
-    import simulator.comparison  # noqa: F401
+    """Importing the simulator.apps.comparison package keeps `from simulator import compare` the policy comparison."""
+    import simulator.apps.comparison  # noqa: F401
     import simulator
     from simulator import compare
 

@@ -7,7 +7,7 @@ import pytest
 
 from perfmodel.cli import main as perfmodel_main
 from perfmodel.modelspec import load_model
-from simulator.cli import main as simulate_main
+from simulator.apps.cli import main as simulate_main
 
 
 def _trace(tmp_path, rows) -> str:

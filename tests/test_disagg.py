@@ -14,8 +14,8 @@ from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.memory import plan
 from perfmodel.modelspec import load_model
 from simulator import load_trace, run
-from simulator.cli import main
-from simulator.cli_items import compare_items
+from simulator.apps.cli import main
+from simulator.apps.cli_items import compare_items
 from simulator.engine.loop import Engine
 from simulator.run import RunSpec
 

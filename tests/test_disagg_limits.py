@@ -7,9 +7,9 @@ import pytest
 from simulator import run
 from simulator.engine.config import EngineConfig
 from simulator.run import RunSpec
-from simulator.validate.harness import as_launched, harness, source_of
-from simulator.validate.recipes import TRTLLM_DSR1_H100, trtllm_dsr1_recipes
-from simulator.validate.rows import Case
+from simulator.apps.validate.harness import as_launched, harness, source_of
+from simulator.apps.validate.recipes import TRTLLM_DSR1_H100, trtllm_dsr1_recipes
+from simulator.apps.validate.rows import Case
 from simulator.workload.workload import make_workload
 
 # (no front-end tokenization: requests sent together reach the pools together, as the hand-worked cases say)

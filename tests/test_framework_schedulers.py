@@ -136,7 +136,7 @@ def test_unknown_scheduler_is_refused():
 
 
 def test_cli_framework_flag_sets_the_scheduler_and_its_defaults_and_flags_win():
-    import simulator.cli as cli
+    import simulator.apps.cli as cli
 
     def spec(*flags):
         return cli.run_spec("tp", cli.build_parser().parse_args(["--trace", "x.csv", *flags])).engine
@@ -167,7 +167,7 @@ def test_runspec_framework_picks_engine_and_memory_rule_and_refuses_a_mismatch()
 
 
 def test_sweep_framework_axis_keeps_the_ids_of_vllm_runs():
-    from simulator.sweep.grid import expand_grid
+    from simulator.apps.sweep.grid import expand_grid
 
     base = {"grid": {"policies": ["tp"], "traces": ["synthetic:poisson?n=4&rate=1&input=64&output=4"],
                      "models": ["llama-3.1-8b"], "hardware": ["h100"], "gpus": [1]}}

@@ -11,7 +11,7 @@ from perfmodel.cli import main as perfmodel_main
 from perfmodel.deploy import deployment
 from perfmodel.estimate import ttft_s
 from perfmodel.framework import DEFAULT_FRAMEWORK, FRAMEWORKS, TOKENIZE_S_PER_TOKEN, vllm_default_limits, with_knobs
-from simulator.cli import main
+from simulator.apps.cli import main
 from simulator.run import RunSpec
 
 C = 2e-6  # seconds per prompt token in these hand-worked cases (measured presets are 1.5 / 3 us)
@@ -106,8 +106,8 @@ def test_presets_carry_the_measured_cost_and_the_knob_reaches_the_runs(capsys):
 
 def test_the_replay_harness_tokenizes_each_benchmarks_own_prompt_text():
     """aiperf sends natural corpus text, benchmark_serving (InferenceX, sa-bench) random token ids."""
-    from simulator.validate.harness import PROMPT_TEXT, harness
-    from simulator.validate.rows import Case
+    from simulator.apps.validate.harness import PROMPT_TEXT, harness
+    from simulator.apps.validate.rows import Case
     aic = Case(row=0, id="a", backend="trtllm", version="1.0.0rc3", model="meta-llama/Llama-3.1-8B-Instruct",
                hardware="h100", layout="tp=1", gpus=1, isl=1024, osl=128, concurrency=8, batch_size=8,
                weights="bf16", ttft_ms=1.0, tpot_ms=1.0)

@@ -68,7 +68,7 @@ def test_simulate_check_reports_ok_and_exits_1_on_a_violation(tmp_path, capsys):
     import json
     from unittest import mock
 
-    from simulator.cli import main
+    from simulator.apps.cli import main
 
     argv = ["--trace", "synthetic:gamma?rate=20&n=30&input=64-900&output=0-40&seed=2", "--compare", "tp,sidp",
             "--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "2", "--check", "--format", "json"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from simulator.recommend.cli import main
-from simulator.recommend.serve import commands
+from simulator.apps.recommend.cli import main
+from simulator.apps.recommend.serve import commands
 
 TRACE = "synthetic:gamma?rate=5&n=30&input=256&output=16&seed=5"
 BASE = ["--trace", TRACE, "--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "4", "--slo-ttft-ms", "2000",
@@ -43,7 +43,7 @@ def test_research_policies_only_when_asked_and_marked(capsys):
 
 
 def test_vllm_keeps_shift_and_other_frameworks_get_no_false_command():
-    from simulator.recommend.support import frameworks_of, why_not
+    from simulator.apps.recommend.support import frameworks_of, why_not
 
     shift = commands({"policy": "shift", "policy_args": {"threshold": "512"}, "deployment": "base: sp=8 / shift: tp=8"},
                      "llama-3.3-70b", 8)

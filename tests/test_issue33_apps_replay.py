@@ -12,8 +12,8 @@ pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
 
 from fake_openai_server import FakeServer  # noqa: E402  (pytest puts tests/ on sys.path)
-from simulator.comparison.cli import main as compare_main  # noqa: E402
-from simulator.replay.cli import main as replay_main  # noqa: E402
+from simulator.apps.comparison.cli import main as compare_main  # noqa: E402
+from simulator.apps.replay.cli import main as replay_main  # noqa: E402
 from simulator.run import RunSpec, run  # noqa: E402
 from simulator.run_record import workload_sha256  # noqa: E402
 from simulator.workload.cli import add_trace_args, workload_from_args  # noqa: E402
@@ -91,7 +91,7 @@ def test_old_time_scale_still_works_and_both_are_refused(tmp_path, capsys):
 
 
 def simulated(tmp_path, name, model, trace):
-    from simulator.cli import main as simulate_main
+    from simulator.apps.cli import main as simulate_main
 
     out = tmp_path / name
     assert simulate_main(["--trace", trace, "--model", model, "--hardware", "h100", "--gpus", "1",

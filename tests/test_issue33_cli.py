@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_sim_util import run, workload
 
-from simulator.cli import main
+from simulator.apps.cli import main
 from simulator.run_record import peak_second
 from simulator.workload import load_trace
 
@@ -141,7 +141,7 @@ def test_ctrl_c_during_the_imports_is_one_line_and_130():
     """Deterministic stand-in for SIGINT in the first 2 s: the import of a dependency raises KeyboardInterrupt."""
     code = ("import builtins, sys\nreal = builtins.__import__\n"
             "def imp(name, *a, **k):\n    if name == 'perfmodel.layout': raise KeyboardInterrupt\n"
-            "    return real(name, *a, **k)\nbuiltins.__import__ = imp\nfrom simulator.cli import main\n")
+            "    return real(name, *a, **k)\nbuiltins.__import__ = imp\nfrom simulator.apps.cli import main\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 130 and r.stderr == "interrupted\n", r.stderr
 

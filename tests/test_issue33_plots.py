@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from simulator import run as sim_run
-from simulator.recommend.plot import pareto_figure
+from simulator.apps.recommend.plot import pareto_figure
 from simulator.results import plots
 from simulator.run import workload
 

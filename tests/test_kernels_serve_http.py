@@ -35,7 +35,7 @@ pytest.importorskip("aiohttp")
 from kernels.dist import free_port  # noqa: E402
 from kernels.serve.cli import main as serve_main  # noqa: E402
 from kernels.serve.http import wait_healthy  # noqa: E402
-from simulator.replay.cli import main as replay_main  # noqa: E402
+from simulator.apps.replay.cli import main as replay_main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # 30 requests, ~3 s of bursty arrivals; 48-token prompts, 16 output tokens

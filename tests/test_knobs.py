@@ -12,7 +12,7 @@ import kernels.sidp  # noqa: E402
 import perfmodel.cli  # noqa: E402
 import perfmodel.deploy  # noqa: E402
 import perfmodel.estimate  # noqa: E402
-import simulator.cli  # noqa: E402
+import simulator.apps.cli  # noqa: E402
 import simulator.policies.shift  # noqa: E402
 from kernels.kvcache import TokenBatch, make_cache  # noqa: E402
 from kernels.model import build_model  # noqa: E402
@@ -35,7 +35,7 @@ def _default(fn, name):
 
 def test_every_layer_imports_the_shift_threshold_from_knobs():
     for mod in (kernels.shift, kernels.engines, perfmodel.deploy, perfmodel.estimate, perfmodel.cli,
-                simulator.policies.shift, simulator.cli):
+                simulator.policies.shift, simulator.apps.cli):
         assert mod.SHIFT_THRESHOLD_TOKENS is knobs.SHIFT_THRESHOLD_TOKENS, mod.__name__
     assert not hasattr(kernels.shift, "THRESHOLD_TOKENS")  # the kernels' old 512 is gone
     assert THR == 256  # ArcticInference's documented value; every golden was made with it
@@ -105,6 +105,6 @@ def test_simulator_and_kernels_switch_on_the_same_decision():
 
 def test_kv_block_is_the_same_in_every_layer():
     assert _default(make_cache, "block_tokens") == knobs.KV_BLOCK_TOKENS
-    args = simulator.cli.build_parser().parse_args(["--trace", "x.csv"])  # the CLI's run, vLLM by default
-    assert simulator.cli.run_spec("tp", args).engine.block_size == knobs.KV_BLOCK_TOKENS
+    args = simulator.apps.cli.build_parser().parse_args(["--trace", "x.csv"])  # the CLI's run, vLLM by default
+    assert simulator.apps.cli.run_spec("tp", args).engine.block_size == knobs.KV_BLOCK_TOKENS
     assert EngineConfig().block_size == knobs.KV_BLOCK_TOKENS

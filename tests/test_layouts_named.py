@@ -4,7 +4,7 @@ SiDP's default layout) are one `note:` line on stderr and in summary.json's `not
 import json
 
 from perfmodel.cli import main as perfmodel_main
-from simulator.cli import main
+from simulator.apps.cli import main
 
 SMALL = ["--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "4", "--profile", "none", "--weights", "fp8",
          "--trace", "synthetic:poisson?n=20&rate=2&input=256&output=16"]

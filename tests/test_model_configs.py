@@ -159,7 +159,7 @@ def test_llama4_chunked_attention_is_refused_past_one_chunk(capsys, tmp_path):
     attention, exact only within one chunk: longer requests are refused naming the field (estimate:
     an error; simulate: a reject reason), shorter ones run as before."""
     from perfmodel.cli import main as perfmodel_main
-    from simulator.cli import main as simulate_main
+    from simulator.apps.cli import main as simulate_main
 
     spec = load_model("llama-4-scout-17b-16e")
     assert spec.attention_chunk_tokens == 8192 and load_model("llama-3.3-70b").attention_chunk_tokens == 0

@@ -118,8 +118,8 @@ def test_marlin_kernel_family_is_its_own_table():
     """Regression (issue 14): vLLM's mxfp4 table mixed the triton OAI rows with Marlin rows; Marlin (what
     VLLM_MXFP4_USE_MARLIN=1 selects, InferenceX's gpt-oss script) is fitted apart and picked by
     Framework.moe_kernel. Its measured prefill cost is ~2x the triton kernel's from 64 rows per expert."""
-    from simulator.validate.harness import harness
-    from simulator.validate.rows import Case
+    from simulator.apps.validate.harness import harness
+    from simulator.apps.validate.rows import Case
 
     m = PROF.data["moe"]["frameworks"]["vllm"]
     assert all("marlin" not in k for k in m["w4a16_mxfp4@power_law_1.2"]["kernels"])

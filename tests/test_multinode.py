@@ -14,7 +14,7 @@ from perfmodel.framework import DEFAULT_FRAMEWORK as FW
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.modelspec import load_model
-from simulator.cli import main
+from simulator.apps.cli import main
 
 H100 = load_hardware("h100")
 S = np.array([64e3, 16e6])  # bytes: a decode step's all-reduce (custom kernel range) and a prefill's

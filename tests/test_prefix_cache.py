@@ -105,7 +105,7 @@ def test_fast_forward_equals_step_by_step_with_caching(util):
 
 
 def test_no_prefix_caching_flag_gives_the_old_numbers(tmp_path):
-    from simulator.cli import main
+    from simulator.apps.cli import main
 
     w = _shared(n=12, gap_s=0.05)
     f = w.requests.assign(hash_ids=[list(b) for b in w.requests["prefix_blocks"]])

@@ -1,4 +1,4 @@
-"""`simulate recommend` (simulator/recommend/): the pruned search picks the winner an exhaustive
+"""`simulate recommend` (simulator/apps/recommend/): the pruned search picks the winner an exhaustive
 evaluation of every candidate picks; SLOs nobody meets give met: false and the closest misses; a model
 that fits nothing is one `error:` line and exit 2. Small synthetic traces, fixed seeds, one process."""
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from simulator.recommend.cli import main
-from simulator.recommend.core import recommend
-from simulator.recommend.rank import key
-from simulator.recommend.serve import commands
+from simulator.apps.recommend.cli import main
+from simulator.apps.recommend.core import recommend
+from simulator.apps.recommend.rank import key
+from simulator.apps.recommend.serve import commands
 from simulator.workload import load_trace
 
 CASES = [  # (trace, gpus, ttft SLO ms, tpot SLO ms)
@@ -133,7 +133,7 @@ def test_pp_ttft_bound_holds_without_dividing_by_pp():
     from perfmodel.estimate import estimate
     from perfmodel.framework import SchedulerLimits, framework_preset
     from simulator import RunSpec, run
-    from simulator.recommend.prune import LATENCY_MARGIN
+    from simulator.apps.recommend.prune import LATENCY_MARGIN
     from simulator.run import hardware_and_profile, model_spec
     from simulator.workload.workload import make_workload
 

@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from simulator.recommend.cli import main
-from simulator.recommend.core import recommend
-from simulator.recommend.rank import key
-from simulator.recommend.serve import commands
+from simulator.apps.recommend.cli import main
+from simulator.apps.recommend.core import recommend
+from simulator.apps.recommend.rank import key
+from simulator.apps.recommend.serve import commands
 from simulator.workload import load_trace
 
 SMALL = "synthetic:gamma?rate={rate}&burstiness={b}&n=80&input={i}&output={o}&seed={seed}"
@@ -84,13 +84,13 @@ def test_two_nodes_without_a_network_is_one_line(capsys):
 
 
 def test_ray_executor_gives_the_local_rows():
-    """Two candidates through simulator.sweep.executors.run_ray (a 2-CPU Ray started by the search) and
+    """Two candidates through simulator.apps.sweep.executors.run_ray (a 2-CPU Ray started by the search) and
     in this process: the same rows. Ray 2.60 has no local_mode any more, so a small local Ray runs it."""
     pytest.importorskip("ray")
     from perfmodel.framework import framework_preset
-    from simulator.recommend.candidates import generate
-    from simulator.recommend.prune import bounds
-    from simulator.recommend.rank import finish_row, search
+    from simulator.apps.recommend.candidates import generate
+    from simulator.apps.recommend.prune import bounds
+    from simulator.apps.recommend.rank import finish_row, search
     from simulator.run import hardware_and_profile, model_spec
 
     wl = load_trace("synthetic:gamma?rate=10&n=30&input=256&output=16&seed=9")

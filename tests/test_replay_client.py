@@ -1,4 +1,4 @@
-"""`simulate replay` (simulator/replay) against a fake OpenAI-compatible streaming server on localhost:
+"""`simulate replay` (simulator/apps/replay) against a fake OpenAI-compatible streaming server on localhost:
 every request completes with the output length asked, TTFT / TPOT follow the server's delays, the run
 directory reads back in `simulate compare` (itself: zero error), and --import-vllm writes a run."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ pytest.importorskip("aiohttp")
 
 from fake_openai_server import FakeServer  # noqa: E402  (pytest puts tests/ on sys.path)
 
-from simulator.comparison.cli import METRICS  # noqa: E402
-from simulator.comparison.cli import main as compare_main  # noqa: E402
-from simulator.replay.cli import main as replay_main  # noqa: E402
+from simulator.apps.comparison.cli import METRICS  # noqa: E402
+from simulator.apps.comparison.cli import main as compare_main  # noqa: E402
+from simulator.apps.replay.cli import main as replay_main  # noqa: E402
 
 TTFT_S, TPOT_S = 0.04, 0.01
 TRACE = "arrival_s,input_tokens,output_tokens\n0.0,32,8\n0.05,64,5\n0.1,16,10\n0.15,128,6\n0.2,8,4\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.cli import main
+from simulator.apps.cli import main
 from simulator.run import RunSpec, run
 from simulator.workload import load_trace
 

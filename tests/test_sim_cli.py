@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from simulator.cli import main
+from simulator.apps.cli import main
 
 SMALL = ["--model", "llama-3.1-8b", "--hardware", "h100", "--profile", "none"]
 VLLM_KEYS = ["completed", "total_input_tokens", "total_output_tokens", "duration", "request_throughput",

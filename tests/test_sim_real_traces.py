@@ -4,7 +4,7 @@ and lengths (Azure 2023 conversation, Mooncake with long prompts under KV pressu
 import pytest
 from test_sim_util import assert_same_requests, run_both
 
-from simulator.cli import main
+from simulator.apps.cli import main
 from simulator.results.metrics import summarize
 from simulator.workload import load_trace, time_window
 

@@ -146,7 +146,7 @@ def test_rerun_of_a_relative_trace_path_reproduces_from_any_folder(tmp_path, mon
     file by its resolved path, recorded the absolute path, so `simulate rerun` reported a difference (exit 1)
     in `trace` (and from another folder could not hash the file). The rerun keeps the run's `trace` and reads
     the file by its recorded path: rerun from the run's folder and from another."""
-    from simulator.cli import main as simulate
+    from simulator.apps.cli import main as simulate
 
     (tmp_path / "runs").mkdir()
     (tmp_path / "elsewhere").mkdir()

@@ -5,8 +5,8 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from simulator.cli import main
-from simulator.sweep.grid import GridError, expand_grid, load_grid, run_sweep
+from simulator.apps.cli import main
+from simulator.apps.sweep.grid import GridError, expand_grid, load_grid, run_sweep
 
 GRID = """
 [grid]
@@ -54,7 +54,7 @@ def test_rerun_skips_finished_runs(grid_file, local_results, tmp_path, monkeypat
     out.write_bytes(local_results.read_bytes())
     pd.read_parquet(out).iloc[:40].to_parquet(out, index=False)  # as if interrupted after 40 runs
     ran = []
-    import simulator.sweep.executors as ex
+    import simulator.apps.sweep.executors as ex
 
     real = ex.run_task
     monkeypatch.setattr(ex, "run_task", lambda t: ran.append(t["run_id"]) or real(t))

@@ -1,14 +1,14 @@
 """Twin rows (two recipes ran at one concurrency, their results kept under identical columns): each recipe is
-replayed and the labels given back by rank (simulator/validate/twins.py), hand-worked cases."""
+replayed and the labels given back by rank (simulator/apps/validate/twins.py), hand-worked cases."""
 from __future__ import annotations
 
 import dataclasses
 
-from simulator.validate.harness import as_launched, dsr1_choices
-from simulator.validate.recipes import sglang_dsr1_choices
-from simulator.validate.replay import Replayed
-from simulator.validate.rows import Case, Skip
-from simulator.validate.twins import assign
+from simulator.apps.validate.harness import as_launched, dsr1_choices
+from simulator.apps.validate.recipes import sglang_dsr1_choices
+from simulator.apps.validate.replay import Replayed
+from simulator.apps.validate.rows import Case, Skip
+from simulator.apps.validate.twins import assign
 
 
 def _case(rid: str, ttft_ms: float, tpot_ms: float, conc: int = 6) -> Case:

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from simulator.cli import main
-from simulator.validate.harness import as_launched, harness
-from simulator.validate.rows import Case, Skip, case_of
+from simulator.apps.cli import main
+from simulator.apps.validate.harness import as_launched, harness
+from simulator.apps.validate.rows import Case, Skip, case_of
 
 COLS = ("id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,"
         "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms,"

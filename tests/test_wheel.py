@@ -33,7 +33,7 @@ assert Path(simulator.__file__).resolve().is_relative_to(site), simulator.__file
 assert Path(perfmodel.__file__).resolve().is_relative_to(site), perfmodel.__file__
 assert bundled_traces_dir().resolve().is_relative_to(site), bundled_traces_dir()
 print(json.dumps({"traces": bundled_traces()}))
-from simulator.cli import main
+from simulator.apps.cli import main
 sys.exit(main(["--trace", "burstgpt.csv", "--policy", "tp", "--gpus", "1", "--model", "llama-3.1-8b",
                "--hardware", "h100", "--format", "json", "--time-window", "0:120"]))
 """
@@ -147,7 +147,7 @@ def test_main_job_runs_without_torch_or_ray(tmp_path):
     code = ("import sys\n"
             "for m in ('torch', 'ray', 'pytest', 'hypothesis', 'nbclient', 'nbformat', 'ipykernel'):\n"
             "    sys.modules[m] = None  # import m raises ImportError\n"
-            "from simulator.cli import main\n"
+            "from simulator.apps.cli import main\n"
             "sys.exit(main(['--trace', 'burstgpt.csv', '--policy', 'shift', '--time-window', '0:60']))\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -9,7 +9,7 @@ Client turnaround (closed loop): a benchmark client frees its slot `turnaround_s
 ends, not at once: the time its own loop takes to hand the slot to the next request (aiperf: the
 worker pushes the finished record, returns the credit to the timing manager, which drops the next
 credit to a worker, which fetches the prompt from the dataset manager before sending;
-simulator/validate/harness.py cites it). Not part of any request's TTFT: the next request is issued
+simulator/apps/validate/harness.py cites it). Not part of any request's TTFT: the next request is issued
 when the slot is handed over.
 """
 from __future__ import annotations

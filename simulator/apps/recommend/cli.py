@@ -24,8 +24,8 @@ import pandas as pd
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import WEIGHT_CHOICES
 from simulator.engine.config import FRAMEWORK_ENGINE
-from simulator.recommend.candidates import KINDS
-from simulator.recommend.core import NoFit, recommend
+from simulator.apps.recommend.candidates import KINDS
+from simulator.apps.recommend.core import NoFit, recommend
 from simulator.results.files import OutputPathError, check_writable_dir, check_writable_file
 from simulator.workload import TraceError
 from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args, workload_from_args
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
     p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE),
                    help="the framework simulated and whose command is printed: only candidates it can serve are "
-                        "searched (Shift and SP: vLLM + ArcticInference only; simulator/recommend/support.py)")
+                        "searched (Shift and SP: vLLM + ArcticInference only; simulator/apps/recommend/support.py)")
     p.add_argument("--research", action="store_true",
                    help="also search the research policies (Flying, Seesaw, SiDP), which no framework serves: "
                         "a research winner is marked 'research: no <framework> command'")
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="simulations in parallel")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="where simulations run: processes here, or Ray (simulator.sweep.executors)")
+                   help="where simulations run: processes here, or Ray (simulator.apps.sweep.executors)")
     p.add_argument("--no-prune", action="store_true", help="simulate every candidate (exhaustive)")
     p.add_argument("--out", help="directory for recommend.json and ranking.csv")
     p.add_argument("--plot", help="PNG: p90 TTFT vs goodput per GPU, one marker per candidate")
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
         _write_out(res, Path(args.out))
     if args.plot:
         # matplotlib (~0.2 s) only when a plot is asked for: recommend/plot.py imports it at its top
-        from simulator.recommend.plot import pareto_plot
+        from simulator.apps.recommend.plot import pareto_plot
 
         pareto_plot(res, args.plot)
         print(f"plot: {args.plot}", file=sys.stderr)

@@ -13,9 +13,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 import numpy as np
 
-from simulator.recommend.prune import prune_reason, result_key
+from simulator.apps.recommend.prune import prune_reason, result_key
 from simulator.run import RunSpec, run
-from simulator.sweep.executors import ignore_sigint, run_ray
+from simulator.apps.sweep.executors import ignore_sigint, run_ray
 from simulator.workload import load_trace
 
 
@@ -85,7 +85,7 @@ def search(cands, bounds, task_base: dict, workers: int, finish, prune: bool = T
            executor: str = "local"):
     """Simulate candidates highest bound first, `workers` at a time, skipping those whose bound
     cannot beat the best result so far. Returns (rows, pruned {label: reason}). `executor` 'ray':
-    waves of `workers` candidates through simulator.sweep.executors.run_ray (one Ray started here for
+    waves of `workers` candidates through simulator.apps.sweep.executors.run_ray (one Ray started here for
     all waves, or the caller's), pruning between waves; 'local': a process pool fed one candidate
     each time one finishes, so pruning sees every result as it comes."""
     order = sorted(cands, key=lambda c: (tuple(-x for x in bounds[c.label].key), c.label))
@@ -141,7 +141,7 @@ def _ray_waves(queue, workers, skip, take) -> None:
 
 def _local_pool(queue, workers, skip, take) -> None:
     """The sweep's local executor (spawned processes that leave Ctrl-C to the parent), fed one task
-    each time one finishes: simulator.sweep.executors.run_local submits a whole list at once, which
+    each time one finishes: simulator.apps.sweep.executors.run_local submits a whole list at once, which
     would leave nothing to prune."""
     pool = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=ignore_sigint)

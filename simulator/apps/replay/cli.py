@@ -8,14 +8,14 @@ in the simulator's result schema, so `simulate compare MEASURED SIMULATED` can s
 
 The trace flags are simulate's own (simulator.workload.cli: --sample, --rate-scale, --time-window, ...),
 applied by the same code, so one transform gives the same requests on both sides. The client
-(simulator/replay/client.py) sends each request at its (transformed) timestamp, with a synthetic prompt
+(simulator/apps/replay/client.py) sends each request at its (transformed) timestamp, with a synthetic prompt
 of the trace's input length and max_tokens = its output length with ignore_eos, and times the first
 token and every streamed token. A prefill-only row (0 output tokens; simulate completes it after its
 prefill, with no TTFT/TPOT) is sent with max_tokens 1, the least an OpenAI server accepts (vLLM
 refuses 0), and recorded as simulate records it: completed, 0 output tokens, no TTFT, its end at
 its one token. Old flags, kept: --time-scale X (= --rate-scale 1/X) and --limit N (the first N
 requests after the other transforms; --sample N draws N at random, as simulate does). requires aiohttp
-(`pip install 'parallelism-sim[replay]'`). Files written (docs/outputs.md; simulator/replay/records.py):
+(`pip install 'parallelism-sim[replay]'`). Files written (docs/outputs.md; simulator/apps/replay/records.py):
 requests.parquet, steps.parquet (empty), timeseries.csv, summary.json.
 
 Exit codes: 0 done; 1 every request failed (the files are still written); 2 bad input, an unreachable
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simulator.comparison.inputs import InputError, load
+from simulator.apps.comparison.inputs import InputError, load
 from simulator.results.files import OutputPathError, check_writable_dir, write_run
 from simulator.run_record import workload_recipe
 from simulator.workload import TraceError

@@ -3,7 +3,7 @@
     simulate compare MEASURED SIMULATED [--format table|json] [--plot PNG]
 
 MEASURED and SIMULATED: a run directory (`simulate --out`, `simulate replay --out`) or its summary.json,
-or a vLLM `bench serve --save-result --save-detailed` JSON file (simulator/comparison/inputs.py).
+or a vLLM `bench serve --save-result --save-detailed` JSON file (simulator/apps/comparison/inputs.py).
 
 Summary metrics are computed the same way on both sides from the per-request frames (completed
 requests): mean / median / p90 / p99 of TTFT, TPOT and end-to-end latency (ms); ITL from the
@@ -20,7 +20,7 @@ joined requests disagree on their prompt length (a sign of a wrong join or anoth
 Per step: when a steps.parquet carries `predicted_s` beside the measured `duration_s`, `steps` gives
 the error of the prediction (overall and per mode).
 
-The two sides must be runs of one model on one trace (simulator/comparison/provenance.py: the model and
+The two sides must be runs of one model on one trace (simulator/apps/comparison/provenance.py: the model and
 the trace's sha256 each summary.json records): otherwise compare refuses (exit 2) unless --force, which
 turns the refusal into a `warning:` line; a side that does not record them is named in a warning.
 
@@ -206,7 +206,7 @@ def format_table(rep: dict) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simulate compare", formatter_class=DefaultsHelpFormatter,
                                 description="Error of a simulated run against a measured one, per metric and per "
-                                            "request (simulator/comparison/cli.py says how each is computed).")
+                                            "request (simulator/apps/comparison/cli.py says how each is computed).")
     p.add_argument("measured", help="run directory, its summary.json, or a vLLM bench serve --save-result "
                                     "--save-detailed JSON file")
     p.add_argument("simulated", help="the same kinds of input")

@@ -47,7 +47,7 @@ from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import default_weights as model_default_weights
 from simulator.results.files import check_writable_file
 from simulator.run import check_client_turnaround
-from simulator.sweep.executors import EXECUTORS
+from simulator.apps.sweep.executors import EXECUTORS
 
 try:
     import tomllib
@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog="exit codes: 0 every run of the grid done, 1 some runs failed (listed on "
                                 "stderr, their rows carry `error`; --retry-errors reruns them), 2 bad grid or "
                                 "unwritable --out, 130 interrupted (finished runs are kept in --out)")
-    p.add_argument("--grid", required=True, help="GRID.toml (format: simulator/sweep/grid.py)")
+    p.add_argument("--grid", required=True, help="GRID.toml (format: simulator/apps/sweep/grid.py)")
     p.add_argument("--out", required=True, help="results.parquet: one row per run; finished runs are skipped")
     p.add_argument("--executor", default="local", choices=("local", "ray"),
                    help="where runs execute: local processes or a Ray cluster (default: local)")

@@ -43,13 +43,13 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
                                          clear_earlier_run, record_run_files, write_run)
     from simulator.results.metrics import ConservationError
     from simulator.policies import POLICIES
-    from simulator.cli_items import check_flags, compare_items, compare_policy_args, item_label, policy_args_of
+    from simulator.apps.cli_items import check_flags, compare_items, compare_policy_args, item_label, policy_args_of
     from simulator.policies.catalog import catalog, format_catalog
     from simulator import rerun
-    from simulator.recommend.cli import main as recommend_main
+    from simulator.apps.recommend.cli import main as recommend_main
     from simulator.results.invariants import check_run
     from simulator.run import RunSpec, run
-    from simulator.sweep.grid import sweep_main
+    from simulator.apps.sweep.grid import sweep_main
     from simulator.workload import TraceError
     from simulator.workload.cli import DefaultsHelpFormatter, add_trace_args, describe, workload_from_args
 except KeyboardInterrupt:
@@ -74,7 +74,7 @@ EPILOG = f"""examples:
 
 subcommands:
   simulate policies [--format json]                       each policy and its knobs (--policy-arg)
-  simulate sweep --grid GRID.toml --out results.parquet   a grid of runs (simulator/sweep/grid.py)
+  simulate sweep --grid GRID.toml --out results.parquet   a grid of runs (simulator/apps/sweep/grid.py)
   simulate validate --measurements FILE                   replay measured serving runs (docs/fidelity.md)
   simulate rerun DIR                                      rerun a run from its summary.json, compare (docs/outputs.md)
   simulate replay --url URL --trace T --out DIR           replay a trace against an OpenAI-compatible server
@@ -362,17 +362,17 @@ def main(argv=None) -> int:
         elif argv[:1] == ["validate"]:  # `simulate validate --measurements FILE ...` (docs/fidelity.md)
             # validate, compare and replay load ~10 ms of modules each that no other subcommand needs (its
             # readers, the comparison's inputs, the replay client's): imported where they are asked for
-            from simulator.validate.cli import main as validate_main
+            from simulator.apps.validate.cli import main as validate_main
 
             rc = validate_main(argv[1:])
         elif argv[:1] == ["policies"]:
             rc = policies_main(argv[1:])
         elif argv[:1] == ["compare"]:  # `simulate compare MEASURED SIMULATED`: per-request and per-metric error
-            from simulator.comparison.cli import main as compare_main  # (lazy: see validate above)
+            from simulator.apps.comparison.cli import main as compare_main  # (lazy: see validate above)
 
             rc = compare_main(argv[1:])
         elif argv[:1] == ["replay"]:  # `simulate replay --url URL --trace T --out DIR`: a real server
-            from simulator.replay.cli import main as replay_main  # (lazy: see validate above)
+            from simulator.apps.replay.cli import main as replay_main  # (lazy: see validate above)
 
             rc = replay_main(argv[1:])
         elif argv[:1] == ["recommend"]:  # `simulate recommend --trace T --slo-ttft-ms X --slo-tpot-ms Y ...`

@@ -10,7 +10,7 @@ run) cannot be checked: a warning names it.
 """
 from __future__ import annotations
 
-from simulator.recommend.serve import hf_name
+from simulator.apps.recommend.serve import hf_name
 
 
 def model_of(summary: dict) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from perfmodel.disagg import parse_pool
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError, ParallelLayout
-from simulator.recommend.support import why_not
+from simulator.apps.recommend.support import why_not
 
 # ArcticInference flags: --ulysses-sequence-parallel-size, --enable-shift-parallel, --shift-parallel-threshold
 # (snowflakedb/ArcticInference docs/shift-parallel.rst; default threshold 256, as perfmodel.knobs)
@@ -25,7 +25,7 @@ PLUGIN = {
 
 def hf_name(model: str) -> str:
     """The Hugging Face id of a preset (its config's _name_or_path), else the name as given."""
-    path = Path(__file__).resolve().parents[2] / "perfmodel" / "models" / f"{model}.json"
+    path = Path(__file__).resolve().parents[3] / "perfmodel" / "models" / f"{model}.json"
     try:
         return json.loads(path.read_text()).get("_name_or_path") or model
     except (OSError, ValueError):
@@ -106,7 +106,7 @@ def _multinode_note(d: dict, gpus: int, per_node: int) -> str | None:
 def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None, framework: str | None = None) -> dict:
     """{'vllm': ..., 'sglang': ..., 'trtllm': ..., 'note': ...} for the winner `row` on `gpus` GPUs in all
     (nodes of `gpus_per_node`; None: one node). A framework that cannot serve the row's policy / layout
-    (simulator.recommend.support) gets None, and its reason in 'unservable'. With `framework` (the one
+    (simulator.apps.recommend.support) gets None, and its reason in 'unservable'. With `framework` (the one
     simulated): 'framework' and 'simulated', that framework's command (None: it has none)."""
     out = _commands(row, hf_name(model), gpus, gpus_per_node)
     deg = degrees_of(row, gpus) if row.get("policy") != "disagg" else {}
@@ -130,7 +130,7 @@ def _commands(row: dict, m: str, gpus: int, gpus_per_node: int | None) -> dict:
         thr = row.get("policy_args", {}).get("threshold", SHIFT_THRESHOLD_TOKENS)
         vllm = (f"vllm serve {m} --tensor-parallel-size {tp} --ulysses-sequence-parallel-size {sp} "
                 f"--enable-shift-parallel --shift-parallel-threshold {thr}")
-        sglang = trt = None  # no Shift in SGLang / TRT-LLM (simulator.recommend.support)
+        sglang = trt = None  # no Shift in SGLang / TRT-LLM (simulator.apps.recommend.support)
         ep_notes = []
     else:
         v, g, t, ep_notes = parallel_flags(tp, pp, dp, sp, ep)

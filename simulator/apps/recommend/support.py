@@ -1,7 +1,7 @@
 """Which serving framework can run which candidate: `simulate recommend --framework F` simulates and
 recommends only what F can serve, so the command it prints is the deployment it simulated.
 
-Sources (the flags simulator/recommend/serve.py prints):
+Sources (the flags simulator/apps/recommend/serve.py prints):
 * TP / PP / DP: vLLM --tensor-/--pipeline-/--data-parallel-size; SGLang --tp / --pp-size / --dp;
   TRT-LLM --tp_size / --pp_size (DP: replicas behind a load balancer).
 * EP: vLLM --enable-expert-parallel; SGLang --ep-size; TRT-LLM --ep_size.
@@ -9,7 +9,7 @@ Sources (the flags simulator/recommend/serve.py prints):
   (snowflakedb/ArcticInference docs/shift-parallel.rst: --ulysses-sequence-parallel-size,
   --enable-shift-parallel); neither SGLang nor TRT-LLM has either.
 * Disaggregated prefill/decode: vLLM NixlConnector, SGLang PD disaggregation, TRT-LLM disaggregated
-  serving (the docs simulator/recommend/serve.py names).
+  serving (the docs simulator/apps/recommend/serve.py names).
 * Flying Serving, Seesaw, SiDP: research systems (papers and prototypes) with no flag in any of the
   three: RESEARCH. They are simulated only when asked for (`--research`), and marked
   "research: no <framework> command" then.

@@ -8,13 +8,13 @@ from perfmodel.deploy import cluster
 from perfmodel.framework import framework_preset
 from perfmodel.layout import LayoutError
 from perfmodel.modelspec import default_weights
-from simulator.recommend import candidates as cand_mod
-from simulator.recommend.prune import bounds as closed_form_bounds
-from simulator.recommend.rank import finish_row, rank, search
-from simulator.recommend.serve import commands
-from simulator.recommend.support import keep as servable
+from simulator.apps.recommend import candidates as cand_mod
+from simulator.apps.recommend.prune import bounds as closed_form_bounds
+from simulator.apps.recommend.rank import finish_row, rank, search
+from simulator.apps.recommend.serve import commands
+from simulator.apps.recommend.support import keep as servable
 from simulator.run import hardware_and_profile, model_spec
-from simulator.sweep.executors import EXECUTORS
+from simulator.apps.sweep.executors import EXECUTORS
 
 
 class NoFit(LayoutError):
@@ -29,8 +29,8 @@ def recommend(wl, *, model: str, hardware: str, gpus: int | None, slo_ttft_ms: f
     """The summary dict: met, winner, ranking (every simulated candidate, best first), pruned,
     dropped, counts, commands, wall_s. Raises NoFit when no candidate fits. `gpus`: the GPUs used in
     all (None: every GPU of `nodes` x `gpus_per_node`, or 8 on one node; perfmodel.deploy.cluster's rule).
-    `executor`: 'local' (processes here) or 'ray' (simulator.sweep.executors.run_ray). Only candidates
-    `framework` can serve are simulated (simulator.recommend.support: no Shift / SP outside vLLM), plus,
+    `executor`: 'local' (processes here) or 'ray' (simulator.apps.sweep.executors.run_ray). Only candidates
+    `framework` can serve are simulated (simulator.apps.recommend.support: no Shift / SP outside vLLM), plus,
     with `research`, the research policies (Flying, Seesaw, SiDP: no framework's command). The library
     explores them by default; the CLI only with --research, since it prints a framework's command."""
     t0 = time.perf_counter()
