@@ -204,7 +204,8 @@ class Lead:
                 e.kv.used = b.used_blocks
             if not s.granted or (not s.decode_running and sum(s.granted) == 0):
                 raise RuntimeError(f"engine {e.index}: nothing schedulable with {len(e.waiting)} waiting, batch={b}")
-            agg, all_decode = sim_step.aggregates(b, s)
+            agg = sim_step.aggregates(b, s)
+            all_decode = sim_step.all_decode(b, s, agg)
             total = self.recs.total_tokens
             rows = [(p, g, c, total[p]) for p, g, c in zip(b.idx, s.granted, b.computed()) if g > 0]
             runs[e.index] = tuple(tuple(x) for x in zip(*rows))

@@ -201,11 +201,14 @@ class Engine:
                 and not plan.schedule.preempt and not self.held_back else 1
             start, st = env.now, None
             if k > 1:  # the step object may hold its line for fewer steps (SiDP: a pending switch, a kink)
-                c0, c1, k = runner.decode_line(plan.mode, plan.table, agg.decode_seqs, agg.decode_kv_tokens, k)
+                line = runner.decode_line(plan.mode, plan.table, agg.decode_seqs, agg.decode_kv_tokens, k)
+                k = line.steps
             # sleep
             if k > 1:
-                self._stretch = st = Stretch(start, c0, c1, agg.decode_kv_tokens, agg.decode_seqs, k)
-                k, dur = yield from sleep_stretch(env, st, st.duration_s())
+                self._stretch = st = Stretch(start, line.c0_s, line.c1_s_per_key, agg.decode_kv_tokens,
+                                             agg.decode_seqs, k)
+                ended = yield from sleep_stretch(env, st, st.duration_s())
+                k, dur = ended.steps, ended.duration_s
                 self._stretch = None
             else:
                 dur = plan.table.time_s(*agg)
@@ -237,9 +240,10 @@ class Engine:
         if not s.granted or (not s.decode_running and sum(s.granted) == 0):
             raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
                                f"waiting, batch={batch}")  # impossible for requests that fit
-        agg, all_decode = step.aggregates(batch, s)
-        mode, table = self.runner.mode_for(agg.tokens)
-        return step.StepPlan(s, agg, all_decode, mode, table)
+        agg = step.aggregates(batch, s)
+        runner = self.runner
+        mode = runner.choose(agg.prefill_tokens + agg.decode_seqs)  # the policy's mode for the step's tokens
+        return step.StepPlan(s, agg, step.all_decode(batch, s, agg), mode, runner.tables[mode])
 
     def _hold_back(self) -> list:
         """Schedule-ahead: the requests this step cannot see, taken off the queue's tail for it. The real

@@ -6,9 +6,17 @@ policy's step object built on one, e.g. SiDP's, whose times depend on the moment
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from perfmodel.steptable import StepTable
+
+
+class DecodeLine(NamedTuple):
+    """The next `steps` decode steps of n sequences take c0_s + c1_s_per_key x keys seconds each."""
+
+    c0_s: float
+    c1_s_per_key: float
+    steps: int
 
 
 class Runner:
@@ -25,13 +33,9 @@ class Runner:
     def single(cls, name: str, table) -> "Runner":
         return cls({name: table}, lambda tokens: name)
 
-    def mode_for(self, tokens: int) -> tuple[str, object]:
-        name = self.choose(tokens)
-        return name, self.tables[name]
-
-    def decode_line(self, mode: str, table, n: int, k0: float, steps: int) -> tuple[float, float, int]:
-        """(c0, c1, steps): the next `steps` decode steps of n sequences from k0 keys take c0 + c1 * keys
-        seconds each, keys growing by n a step. A StepTable's line holds for any number of steps; a step
+    def decode_line(self, mode: str, table, n: int, k0: float, steps: int) -> DecodeLine:
+        """DecodeLine(c0, c1, steps): the next `steps` decode steps of n sequences from k0 keys take
+        c0 + c1 * keys seconds each, keys growing by n a step. A StepTable's line holds for any number of steps; a step
         object whose time depends on the moment (SiDP's) says for how many of them its line is exact
         (fewer, down to 1: the engine then runs one step and asks again)."""
         if type(table) is not StepTable:
@@ -39,4 +43,4 @@ class Runner:
         got = self._affine.get((mode, n))
         if got is None:
             got = self._affine[(mode, n)] = table.decode_affine(n)
-        return got[0], got[1], steps
+        return DecodeLine(got[0], got[1], steps)

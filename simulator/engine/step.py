@@ -71,22 +71,29 @@ def _sums(grants, contexts) -> tuple:
     return pt, ps, pairs, pkv, dn, dkv
 
 
-def aggregates(batch, s) -> tuple[StepAgg, bool]:
+def aggregates(batch, s) -> StepAgg:
     """The step's cost aggregates (perfmodel.batch.aggregates' order and values: exact integers, so
-    the floats are too) and whether it is an all-decode step (every request past its first token,
-    one token each)."""
+    the floats are too)."""
     if s.decode_running:  # decoders first (one token, context = computed), then the admitted requests
         adm = s.admitted_tokens
         dn = len(s.granted) - len(adm)
         if not adm:
-            return StepAgg(0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0), True
+            return StepAgg(0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0)
         hits = [a[3] for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
         pt, ps, pairs, pkv, adn, adkv = _sums(adm, hits)
         dkv = batch.sum_computed - sum(hits) + dn + adkv if dn + adn else 0  # the decoders' keys, then theirs
-        return StepAgg(pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)), False
+        return StepAgg(pt, ps, float(pairs), float(pkv), dn + adn, float(dkv))
     pt, ps, pairs, pkv, dn, dkv = _sums(s.granted, batch.computed())
-    all_decode = bool(dn == len(s.granted) and dn and not s.admitted and min(batch.generated()) > 0)
-    return StepAgg(pt, ps, float(pairs), float(pkv), dn, float(dkv)), all_decode
+    return StepAgg(pt, ps, float(pairs), float(pkv), dn, float(dkv))
+
+
+def all_decode(batch, s, agg: StepAgg) -> bool:
+    """Whether the step of schedule `s` (aggregates `agg`) is all-decode: every request past its first
+    token, one token each (a decode stretch may follow it)."""
+    if s.decode_running:  # the decoders, and no prompt admitted
+        return not s.admitted_tokens
+    dn = agg.decode_seqs
+    return bool(dn == len(s.granted) and dn and not s.admitted and min(batch.generated()) > 0)
 
 
 def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) -> list:

@@ -7,6 +7,7 @@ Only SimPy's public API: Environment.timeout, Process.interrupt, simpy.Interrupt
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import simpy
 
@@ -59,10 +60,17 @@ def steps_until(now: float, start: float, c0, c1, k0, n, at_boundary: bool) -> i
     return j if on_boundary and at_boundary else j + 1
 
 
+class StretchEnd(NamedTuple):
+    """How a slept stretch ended: the steps it ran and the seconds they took."""
+
+    steps: int
+    duration_s: float
+
+
 def sleep_stretch(env, st: Stretch, dur: float):
     """Sleep through the stretch `st` lasting `dur`; on an interrupt (its cause: whether the
     interrupting request is seen at a boundary), end it after the step in progress, or at the step
-    ending right now. Returns (steps run, duration). A second interrupt of the same stretch (two
+    ending right now. Returns a StretchEnd (steps run, duration). A second interrupt of the same stretch (two
     requests at one instant) finds it no longer live and changes nothing."""
     k, end = st.steps, None  # end: the cut stretch's last boundary, when cut
     done = env.timeout(dur)
@@ -81,4 +89,4 @@ def sleep_stretch(env, st: Stretch, dur: float):
                 k, end = cut, st.start_s + st.duration_s(cut)
                 done = env.timeout(delay_toward(env.now, end))
     st.live = False
-    return k, env.now - st.start_s
+    return StretchEnd(k, env.now - st.start_s)

@@ -109,7 +109,8 @@ class DecodeEngine:
             start = env.now
             if k > 1 and self.fast_forward:
                 self._stretch = st = Stretch(start, c0, c1, keys, n, k)
-                k, dur = yield from sleep_stretch(env, st, st.duration_s())
+                ended = yield from sleep_stretch(env, st, st.duration_s())
+                k, dur = ended.steps, ended.duration_s
                 self._stretch = None
             else:
                 k = 1

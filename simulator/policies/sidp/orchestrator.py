@@ -11,6 +11,7 @@ import numpy as np
 
 from perfmodel import sidp
 from perfmodel.layout import ParallelLayout
+from simulator.engine.runner import DecodeLine
 
 
 class Orchestrator:
@@ -111,8 +112,8 @@ class SiDPStep:
     def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0) -> float:
         return self._time(self.local.time_s(pt, ps, pairs, pkv, dn, dkv), pt + dn)
 
-    def decode_line(self, n: int, k0: float, steps: int) -> tuple[float, float, int]:
-        """(c0, c1, steps) of the next decode steps of n sequences from k0 keys. CaS and FSDP add a
+    def decode_line(self, n: int, k0: float, steps: int) -> DecodeLine:
+        """DecodeLine(c0, c1, steps) of the next decode steps of n sequences from k0 keys. CaS and FSDP add a
         context-independent term to the local line (exact); WaS is max(compute, fetch) per layer, convex
         in the keys: the line through the first two steps is exact until the compute = fetch point,
         so the stretch stops before it (found by bisection on the exact time). One step while a mode
@@ -134,7 +135,7 @@ class SiDPStep:
                     mid = (lo + hi) // 2
                     lo, hi = (mid, hi) if exact(mid) else (lo, mid)
                 steps = hi  # steps 0 .. hi - 1
-        return c0, slope, steps
+        return DecodeLine(c0, slope, steps)
 
 
 @dataclasses.dataclass(frozen=True)
