@@ -14,11 +14,8 @@ import threading
 import numpy as np
 import torch
 
-# CUDA device name fragments -> hardware preset (perfmodel/hardware/*.toml); first match wins.
-PRESETS = (("GH200", None), ("H200", "h200_sxm"), ("H100 PCIe", None), ("H100 NVL", None), ("H100", "h100_sxm"),
-           ("H20", "h20"), ("B200", "b200"), ("A100-SXM4-40GB", "a100_40gb"), ("A100-SXM4-80GB", "a100_80gb"),
-           ("A100 80GB PCIe", "a100_pcie_80gb"), ("A100-PCIE-80GB", "a100_pcie_80gb"), ("A100", None), ("A10G", None),
-           ("A10", "a10"), ("L40", None), ("L4", "l4"))
+from perfmodel.calibration.device import OTHER, device_preset
+
 TOPOLOGY = {0: "same board", 10: "single PCIe switch", 20: "multiple PCIe switches", 30: "PCIe host bridge",
             40: "same NUMA node", 50: "across NUMA nodes (SMP interconnect)"}
 
@@ -60,10 +57,9 @@ def hardware_preset(device: torch.device, name: str) -> str | None:
     """The perfmodel hardware preset for a device name ('cpu' on CPU); None when there is none."""
     if device.type != "cuda":
         return "cpu"
-    for frag, preset in PRESETS:
-        if frag.lower() in name.lower():
-            return preset
-    return None
+    # the name -> preset table calibrate checks measurement files with (one table for both)
+    preset = device_preset(name)
+    return None if preset in (OTHER, "cpu") else preset
 
 
 def perf_model(preset: str | None, profile: str | None = None):

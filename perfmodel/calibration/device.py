@@ -1,8 +1,8 @@
 """Which device a measurement file was taken on (its `device` column), and the check that it is the
 hardware a profile is fitted for: a CPU sweep fitted as an H100 profile gave an H100 TPOT of 2 s (issue 33).
 
-The name -> preset table is microbench/env.py's PRESETS (the names torch.cuda.get_device_name returns),
-plus GPUs that have no preset here; keep the two in step.
+The name -> preset table (the names torch.cuda.get_device_name returns) is the one microbench records
+its rows' preset with (microbench/env.py hardware_preset), so the two never disagree.
 """
 from __future__ import annotations
 

@@ -26,13 +26,14 @@ class Orchestrator:
     re-plan from the new rows, exactly when a step-by-step run would first see them."""
 
     def __init__(self, dp: int, b_star: int | None, hysteresis: int, fixed: str | None):
-        self.rows = np.zeros(dp)  # FFN rows (tokens) of each replica's current or last step
         self.engines: list = [None] * dp
         self.b_star, self.hysteresis, self.fixed = b_star, hysteresis, fixed
         self.mode = fixed or "was"
         self.last_mode = [self.mode] * dp  # the mode of each replica's current step or stretch
         self.streak = 0  # decisions running the other side has won
-        self.seen = np.zeros(dp)  # each replica's rows as the others last saw them (0 once idle)
+        # FFN rows (tokens) of each replica's current or last step, 0 once it is idle (its last completion):
+        # what the effective batch and the other replicas' CaS steps count
+        self.rows = np.zeros(dp)
 
     def attach(self, rank: int, engine) -> None:
         """Observe `engine`: its completions (a replica going idle counts 0 rows from then on)."""
@@ -40,8 +41,8 @@ class Orchestrator:
         engine.add_finish_hook(lambda pos: self._finished(rank))
 
     def _finished(self, rank: int) -> None:
-        if self.engines[rank].num_running == 0 and self.seen[rank] != 0:
-            self.seen[rank] = 0.0
+        if self.engines[rank].num_running == 0 and self.rows[rank] != 0:
+            self.rows[rank] = 0.0
             self._rows_changed(rank)
 
     def _rows_changed(self, rank: int) -> None:
@@ -56,25 +57,19 @@ class Orchestrator:
             if e is not None and which(r) and e.in_stretch:
                 e.cut_stretch(at_boundary=False)
 
-    def current_rows(self) -> np.ndarray:
-        """Rows per replica, 0 for replicas that are idle now."""
-        idle = [e is not None and e.num_running == 0 for e in self.engines]
-        return np.where(idle, 0.0, self.rows)
-
     def settled(self) -> bool:
         """No switch pending: the next decisions on the same rows keep the mode (a stretch may stand
         for them)."""
         return bool(self.fixed) or self.streak == 0
 
     def decide(self, rank: int, tokens: int) -> str:
-        self.rows[rank] = tokens
-        if self.seen[rank] != tokens:  # (an idle replica's first step changes its rows from 0)
-            self.seen[rank] = tokens
+        if self.rows[rank] != tokens:  # (an idle replica's first step changes its rows from 0)
+            self.rows[rank] = tokens
             self._rows_changed(rank)
         if self.fixed:
             self.last_mode[rank] = self.fixed
             return self.fixed
-        want = "was" if self.current_rows().mean() >= self.b_star else "cas"
+        want = "was" if self.rows.mean() >= self.b_star else "cas"
         mode, self.streak = sidp.next_mode(self.mode, self.streak, want, self.hysteresis)  # shared with kernels
         if mode != self.mode:
             self.mode = mode
@@ -85,7 +80,7 @@ class Orchestrator:
     def service_rows(self, rank: int, tokens: int) -> np.ndarray:
         """FFN rows the owners serve in a CaS group step: this replica's tokens and every other
         replica's current step's (idle ones 0); a stretch is cut whenever these change."""
-        rows = self.current_rows()
+        rows = self.rows.copy()
         rows[rank] = tokens
         return rows
 
