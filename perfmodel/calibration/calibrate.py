@@ -239,4 +239,4 @@ def add_extra_sections(d: dict, dirs, hw, copy: bool = True) -> dict:
 
 
 FALLBACK_SRC = {"moe": "<dir>/moe/<backend>/<version>/moe_perf.parquet",
-                "mla_decode": "<dir>/mla/trtllm/1.3.0rc20/generation_mla_perf.parquet"}
+                "mla_decode": f"<dir>/mla/{'/'.join(mla_decode.FIT_SOURCE)}/generation_mla_perf.parquet"}

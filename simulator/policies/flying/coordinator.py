@@ -95,10 +95,6 @@ class Coordinator:
             return self.cfg.priority_width or self.widths[max(0, len(self.widths) - 2)], "priority"  # half the node
         return (max(self.widths), "load") if self.in_flight() < self.low_load else (0, "burst")
 
-    def width(self, pos: int) -> int:
-        """Units of the TP group this request runs on (0: DP)."""
-        return self.decide(pos)[0]
-
     def dispatch(self, pos: int, at_boundary: bool = True) -> None:
         k, why = self.decide(pos)
         if why == "burst":
