@@ -33,7 +33,7 @@ class StepBatch:
 
 class StepAgg(NamedTuple):
     """One step's aggregates, StepBatch's fields as plain numbers (the simulator builds one a step: exact
-    integers, so the floats are too); StepTable.time_s(*agg) takes them in this order, step records by name."""
+    integers, so the floats are too); StepTable.step_s(agg) and step records read them by name."""
 
     prefill_tokens: int
     prefill_seqs: int
@@ -45,6 +45,14 @@ class StepAgg(NamedTuple):
     @property
     def tokens(self) -> int:
         return self.prefill_tokens + self.decode_seqs
+
+
+class DecodeAffine(NamedTuple):
+    """A decode-only step of n sequences reading K keys in all takes c0_s + c1_s_per_key x K seconds
+    (StepTable.decode_affine; perfmodel.specdec.per_token_affine per emitted token)."""
+
+    c0_s: float
+    c1_s_per_key: float
 
 
 def micro_batch(batch: StepBatch, m) -> StepBatch:

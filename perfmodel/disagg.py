@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -162,8 +163,17 @@ def kv_transfer_time_s(spec, prompt_tokens, prefill_layout, decode_layout, hw, a
     return float(nbytes / (transfer_links(prefill_layout, decode_layout) * bw * 1e9) + lat * 1e-6)
 
 
+class Pools(NamedTuple):
+    """The two pools of a disaggregated deployment and where their instances sit (a tuple of GPU ids each)."""
+
+    prefill: object  # Pool
+    decode: object  # Pool
+    prefill_gpus: list
+    decode_gpus: list
+
+
 def pools_from_args(spec, hw, gpus: int, fw, prefill: str | None = None, decode: str | None = None):
-    """(prefill Pool, decode Pool, prefill instances' GPUs, decode instances' GPUs): the given pools or the
+    """Pools (prefill, decode, prefill instances' GPUs, decode instances' GPUs): the given pools or the
     defaults (default_pools; one pool given: the other on the GPUs left), each instance validated and fitting its GPUs' memory, placed on the run's `gpus`."""
     if prefill is None and decode is None:
         p, d = default_pools(spec, hw, gpus, fw)
@@ -184,7 +194,7 @@ def pools_from_args(spec, hw, gpus: int, fw, prefill: str | None = None, decode:
     if not hw.has_network and any(cross_node(a, b, hw) for a in pg for b in dg):
         raise LayoutError(f"disagg pools on {gpus} GPUs span two {hw.name} nodes, whose preset has no inter-node "
                           "network (nic_bw_gbs = 0): the KV transfer cannot be costed")
-    return p, d, pg, dg
+    return Pools(p, d, pg, dg)
 
 
 def estimate_row(spec, hw, gpus: int, I: int, O: int, prof, fw, limits, max_len: int,
@@ -195,7 +205,8 @@ def estimate_row(spec, hw, gpus: int, I: int, O: int, prof, fw, limits, max_len:
     tok/s = min over the pools' saturated rates (prefill: whole prompts, as many as the token budget holds,
     pp at least; decode: the batch its KV holds at full length (decode admission reserves prompt + output),
     capped by max_num_seqs, at the mean context; links: one transfer at a time per prefill instance)."""
-    p, d, pg, dg = pools_from_args(spec, hw, gpus, fw, prefill, decode)
+    pools = pools_from_args(spec, hw, gpus, fw, prefill, decode)
+    p, d, pg, dg = pools.prefill, pools.decode, pools.prefill_gpus, pools.decode_gpus
     plan_p, plan_d = memory.plan(spec, p.layout, hw, fw), memory.plan(spec, d.layout, hw, fw)
     dep_p, dep_d = Deployment("disagg", p.layout, plan_p), Deployment("disagg", d.layout, plan_d)
     across = cross_node(pg[0], dg[0], hw)

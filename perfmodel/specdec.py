@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .batch import DecodeAffine
+
 # acceptance of a draft token given its predecessors were accepted: fitted on the TRT-LLM DeepSeek-R1 TEP16
 # rows (H100) where a plain and an MTP-3 recipe of the same shape ran at one concurrency: their TPOT ratio,
 # in which the base step cost cancels (benchmarks/fit_mtp_acceptance.py prints the fit: 0.50 ... 0.80 tried,
@@ -50,8 +52,8 @@ class SpecDecode:
         return sum(self.acceptance ** i for i in range(self.draft_tokens + 1))
 
 
-def per_token_affine(table, n: int, sd: SpecDecode, num_layers: int, rank_tokens=None) -> tuple[float, float]:
-    """(c0, c1) of one emitted token of n decoding requests reading K keys: (step) / T, step = drafts +
+def per_token_affine(table, n: int, sd: SpecDecode, num_layers: int, rank_tokens=None) -> DecodeAffine:
+    """DecodeAffine(c0, c1) of one emitted token of n decoding requests reading K keys: (step) / T, step = drafts +
     verify (module docstring). `table` is the pool's StepTable (decode_affine); `rank_tokens`: None (equal
     load) or f(rows per request) -> the EP group's mean padded tokens per rank (StepTable.time_s's)."""
     load = rank_tokens or (lambda rows: None)
@@ -61,4 +63,4 @@ def per_token_affine(table, n: int, sd: SpecDecode, num_layers: int, rank_tokens
     draft = sd.draft_tokens * 2.0 * c0_n / layers  # d passes of (one block + the head) over n rows
     c1_step = c1 * (1.0 + sd.draft_tokens / layers)  # verify reads every layer's keys, each draft one layer's
     t = sd.tokens_per_step
-    return (c0_verify + draft) / t, c1_step / t
+    return DecodeAffine((c0_verify + draft) / t, c1_step / t)

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .batch import StepBatch, make_batch
+from .batch import DecodeAffine, StepBatch, make_batch
 from .cost import attention_s, dispatches_experts, routed_experts_s, seq_terms, step_cost, token_terms
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
 
@@ -117,17 +117,22 @@ class StepTable:
         return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m, rank_tokens) + self.fw.step_overhead_s \
             + self.hw.host_prefill_seq_s * ps
 
-    def decode_affine(self, dn: int, rank_tokens=None) -> tuple[float, float]:
-        """(c0, c1): a decode-only step of `dn` sequences reading K keys takes c0 + c1 * K seconds
+    def step_s(self, agg, rank_tokens=None) -> float:
+        """Seconds of one step of aggregates `agg` (a perfmodel.batch.StepAgg), read by name."""
+        return self.time_s(agg.prefill_tokens, agg.prefill_seqs, agg.prefill_pairs, agg.prefill_kv_tokens,
+                           agg.decode_seqs, agg.decode_kv_tokens, rank_tokens)
+
+    def decode_affine(self, dn: int, rank_tokens=None) -> DecodeAffine:
+        """DecodeAffine(c0, c1): a decode-only step of `dn` sequences reading K keys takes c0 + c1 * K seconds
         (`rank_tokens`: as time_s's)."""
         if not self._fits(0, dn, 0):
             t0 = self.time_s(dn=dn, dkv=0.0, rank_tokens=rank_tokens)
-            return t0, (self.time_s(dn=dn, dkv=1e6 * dn, rank_tokens=rank_tokens) - t0) / (1e6 * dn)
+            return DecodeAffine(t0, (self.time_s(dn=dn, dkv=1e6 * dn, rank_tokens=rank_tokens) - t0) / (1e6 * dn))
         m = max(1, min(self.pp, dn))
         t0 = self._micro(0, 0, 0, 0, dn, 0.0, m, rank_tokens)  # (evaluated once: c0 and c1 both need it)
         c0 = self.pp * t0 + self.fw.step_overhead_s
         c1 = self.pp * (self._micro(0, 0, 0, 0, dn, 1.0 * dn, m, rank_tokens) - t0) / dn
-        return c0, c1
+        return DecodeAffine(c0, c1)
 
 
 def decode_stretch_s(c0: float, c1: float, k0: float, n: int, steps: int) -> float:

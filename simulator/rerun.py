@@ -73,7 +73,7 @@ def build_workload(recipe: dict, where: str = "summary.json"):
     w = load_trace(str(source), recipe.get("trace_format"), seed=seed, **opts)
     # the CLI's order (simulator.workload.cli.workload_from_args): window -> sample -> rate scale -> clip
     if recipe.get("time_window"):
-        w = tf.time_window(w, *tf.parse_window(recipe["time_window"]))
+        w = tf.time_window(w, **tf.parse_window(recipe["time_window"]))
     if recipe.get("sample"):
         w = tf.sample(w, seed=seed, **tf.parse_sample(recipe["sample"]))
     if recipe.get("rate_scale") is not None:

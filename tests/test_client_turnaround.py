@@ -73,3 +73,16 @@ def test_aiperf_rows_get_the_turnaround_and_trtllm_gap_rows_the_rule_set():
     assert (v.engine.max_num_seqs, v.engine.max_num_batched_tokens, v.client_turnaround_s) == (8, 3556, AIPERF_TURNAROUND_S)
     # benchmark_serving (InferenceX vLLM rows) awaits the next request in its own loop: no turnaround
     assert harness(_case("vllm", "0.18.0")).client_turnaround_s == 0.0
+
+
+def test_a_rejection_frees_its_clients_slot_at_once_whoever_rejects_it():
+    """Issue 34 (regression): the disagg front door's rejection (no prefill instance's KV holds the prompt)
+    held the client's slot for the turnaround, as if the request had completed; every other rejection frees
+    it at once (the client gets its error right away). Now the policy's front door returns the reason and
+    the cluster rejects, the same way for every policy."""
+    for policy in ("dp", "disagg"):
+        res = run(workload([0.0, 0.0], [6000, 100], [10, 10]), policy=policy, gpus=2, util=0.14,
+                  max_concurrency=1, client_turnaround_s=0.05)
+        f = res.requests.frame()
+        assert f["status"].tolist() == ["rejected", "completed"], policy
+        assert f["issued_s"].tolist() == [0.0, 0.0], policy

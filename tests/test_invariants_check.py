@@ -95,3 +95,18 @@ def test_step_records_take_named_rows_only():
     f = rec.frame()
     assert list(f.columns) == list(StepRow._fields) and f.loc[0, "decode_kv_tokens"] == 40.0
     assert f.loc[0, "engine"] == 2 and f.loc[0, "steps"] == 3 and f.loc[0, "waiting"] == 1 and f.loc[0, "mode"] == "tp"
+
+
+def test_step_records_add_by_name_equals_a_step_row():
+    """The engine core's `add` (fields by name, no StepRow built) writes the row StepRow's order gives."""
+    from perfmodel.batch import StepAgg
+    from simulator.results.records import StepRecords, step_row
+
+    kw = dict(start_s=1.5, duration_s=0.25, engine=3, mode=0.0, steps=7, agg=StepAgg(11, 2, 13.0, 17.0, 5, 19.0),
+              kv_used_tokens=23.0, waiting=29, switch_s=0.125)
+    a, b = StepRecords(), StepRecords()
+    a.add(**kw)
+    b.append(step_row(**kw))
+    a.mode_code("m"), b.mode_code("m")
+    assert a.frame().equals(b.frame())
+    assert len(set(a.frame().iloc[0].tolist())) == len(a.frame().columns)  # every field distinct: order shows

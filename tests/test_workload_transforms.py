@@ -15,12 +15,12 @@ def workload(times, inp=None, out=None):
 
 def test_time_window_half_open_and_rebased():
     w = workload([0, 100, 3600, 3700, 7199.5, 7200, 9000])
-    out = time_window(w, *parse_window("3600:7200"))
+    out = time_window(w, **parse_window("3600:7200"))
     assert out.requests["arrival_s"].tolist() == [0.0, 100.0, 3599.5]
     assert out.requests["request_id"].tolist() == [2, 3, 4]  # ids follow their requests
     assert "kept 3 of 7" in out.notes[-1]
-    assert time_window(w, *parse_window(":150")).requests["request_id"].tolist() == [0, 1]
-    assert len(time_window(w, *parse_window("7200:"))) == 2
+    assert time_window(w, **parse_window(":150")).requests["request_id"].tolist() == [0, 1]
+    assert len(time_window(w, **parse_window("7200:"))) == 2
 
 
 def test_time_window_errors():

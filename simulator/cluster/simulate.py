@@ -80,7 +80,7 @@ class SimResult:
 def _pp_of(plan) -> int:
     """Pipeline depth of a plan's engine: vLLM keeps pp batches of up to `budget` tokens in flight
     (V1's batch queue), so a PP engine's step holds pp x budget tokens."""
-    return max([getattr(lay, "pp", 1) for lay in plan.modes.values() if not callable(lay)] or [1])
+    return max([lay.pp for lay in plan.modes.values() if not callable(lay)] or [1])
 
 
 def lockstep_groups(rule: str, plans, engines) -> list[list]:
@@ -94,7 +94,7 @@ def lockstep_groups(rule: str, plans, engines) -> list[list]:
     groups, i = [], 0
     while i < len(engines):
         lays = [lay for lay in plans[i].modes.values() if not callable(lay)]
-        g = min(getattr(lay, "dp", 1) for lay in lays) if lays else 1
+        g = min(lay.dp for lay in lays) if lays else 1
         if g > 1:
             groups.append(list(engines[i:i + g]))
         i += max(g, 1)
@@ -184,7 +184,9 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         if ec.max_waiting and len(e.waiting) >= ec.max_waiting:
             return reject(pos, f"admission cap: {ec.max_waiting} requests already waiting")
         if front is not None:
-            front.dispatch(pos, at_boundary)
+            why = front.dispatch(pos, at_boundary)
+            if why is not None:  # no instance of the policy's can ever hold it
+                return reject(pos, why)
         else:
             e.submit(pos, at_boundary)
         return True

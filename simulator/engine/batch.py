@@ -16,6 +16,7 @@ blocks, ceil(computed / block_size) - own; the engine adds the cache's reference
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,6 +28,14 @@ def blocks_for(tokens, block_size: int):
     if isinstance(tokens, int):
         return -(-tokens // block_size)
     return -(-np.asarray(tokens, dtype=np.int64) // block_size)
+
+
+class Left(NamedTuple):
+    """A request taken out of the running batch (finished, preempted or withdrawn): its workload
+    position and the tokens it had generated."""
+
+    pos: int
+    generated: int
 
 
 class RunningBatch:
@@ -160,23 +169,21 @@ class RunningBatch:
         self.own[i] = own
 
     def remove(self, at: list) -> list:
-        """Drop the requests at batch positions `at` (ascending); their (pos, generated) pairs."""
+        """Drop the requests at batch positions `at` (ascending); what they left (Left, in order)."""
         d, gone = self.clock, []
         for i in reversed(at):
             self._add(self.cbase[i] + d, -1)
             self.used_blocks += self.own[i]
             del self._key[self.idx[i]]
-            gone.append((self.idx[i], self.gbase[i] + d))
+            gone.append(Left(self.idx[i], self.gbase[i] + d))
             for col in (self.idx, self.prompt, self.output, self.cbase, self.gbase, self.own):
                 del col[i]
         gone.reverse()
         return gone
 
-    def pop_tail(self) -> tuple[int, int, int]:
-        """Remove the last request (recompute preemption): (position, generated, private blocks held)."""
-        blocks = -(-(self.cbase[-1] + self.clock) // self.block_size) - self.own[-1]
-        (pos, gen), = self.remove([len(self.idx) - 1])
-        return pos, gen, blocks
+    def pop_tail(self) -> Left:
+        """Remove the last request (recompute preemption): its position and tokens generated."""
+        return self.remove([len(self.idx) - 1])[0]
 
     def decode(self, k: int) -> None:
         """Every request computed and sampled k more tokens (a k-step decode stretch)."""

@@ -19,6 +19,8 @@ time (no closed-form decode stretches): the cost grows with ticks, as it does st
 """
 from __future__ import annotations
 
+from .core import Wakeup
+
 
 class Lockstep:
     """Steps `engines` (simulator.engine.loop.Engine, built with arrivals_due) in lock-step ticks."""
@@ -29,23 +31,20 @@ class Lockstep:
             if e.group is not None:
                 raise ValueError(f"engine {e.index} is already in a lock-step group")
             e.group = self
-        self._idle = None
+        self.idle = Wakeup(env)
         self.proc = env.process(self._loop())
 
     def wake(self) -> None:
         """A request was routed to a member: an idle group starts a tick now; a tick in progress
         runs to its end first (the member schedules at the next tick)."""
-        if self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
+        self.idle.wake()
 
     def _loop(self):
         env, engines = self.env, self.engines
         while True:
             busy = [e for e in engines if len(e.batch) or e.waiting]
             if not busy:
-                self._idle = env.event()
-                yield self._idle
-                self._idle = None
+                yield from self.idle.wait()
                 if engines[0].wake_s:  # (the members' loop wakes once for all)
                     yield env.timeout(engines[0].wake_s)
                 continue
@@ -54,7 +53,7 @@ class Lockstep:
             # routed experts serving the whole EP group run at the group's mean load (idle members: 0)
             load = (sum(p.table.padded(p.agg.prefill_tokens, p.agg.decode_seqs) for _, p in plans) / len(engines)
                     if plans[0][1].table.dispatch else None)
-            dur = max(p.table.time_s(*p.agg, rank_tokens=load) for _, p in plans)
+            dur = max(p.table.step_s(p.agg, rank_tokens=load) for _, p in plans)
             yield env.timeout(dur)
             due = engines[0].arrivals_due() if engines[0].arrivals_due is not None else None
             if due is not None:  # arrivals at this very instant are seen by this boundary

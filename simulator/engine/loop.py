@@ -1,28 +1,31 @@
-"""Engine: one model instance as a simpy process. Each turn: schedule -> run -> sleep -> apply.
+"""Engine: one model instance as a simpy process. Each turn: schedule -> run -> apply.
 
-    schedule  simulator.engine.scheduler.schedule: pure, decides what the step runs
-    run       the Runner (perfmodel StepTables) says how long it takes, in the policy's mode
-    sleep     one timeout; a decode-only stretch that nothing can change is advanced in closed
-              form (step time is affine in total context) and cut short by a request routed here
-    apply     the running batch advances; first tokens, completions and freed KV are recorded
+    schedule  begin_step: simulator.engine.scheduler.schedule (pure) decides what the step runs; it is
+              carried out on the batch (engine/step.py) and the policy's mode picked for its tokens
+    run       the Runner (perfmodel StepTables) says how long it takes; the engine sleeps that long, or
+              through a decode-only stretch that nothing can change in closed form (step time is affine
+              in total context), cut short by a request routed here (engine/core.py: EngineCore.sleep*)
+    apply     end_step: the running batch advances; the step row, first tokens, completions and freed KV
+              are recorded
 
-Policies act on an engine only through its public methods: submit, hold/release (park it after
-the step in progress or once drained), cut_stretch (re-plan after the step in progress), withdraw
-(take a request back), add_finish_hook, and the read-only facts (num_running, context_tokens, kv).
-begin_step/end_step (one step's schedule and apply) are for a Lockstep group (lockstep.py) only.
+Idle wait, sleep, step record, completion and the outstanding counts are the engine core's (core.py),
+shared with the disaggregated decode engine and Seesaw's phased engine. Policies act on an engine only
+through its public methods: submit, hold/release (park it after the step in progress or once drained),
+cut (re-plan after the step in progress), withdraw (take a request back), add_finish_hook, report_queue,
+and the read-only facts (num_running, context_tokens, kv). begin_step/end_step (one step's schedule and
+apply) are for a Lockstep group (lockstep.py) too.
 """
 from __future__ import annotations
 
-from collections import deque
-
-from simulator.results.records import step_row
+import numpy as np
 
 from . import step
 from .batch import RunningBatch
+from .core import EngineCore
 from .kv import KVBlocks
 from .prefix import PrefixCache
 from .scheduler import Waiting, schedule
-from .stretch import Stretch, sleep_stretch
+from .stretch import Stretch
 
 
 class _Hold:
@@ -34,33 +37,35 @@ class _Hold:
         self.event, self.drain, self.on_parked = event, drain, on_parked
 
 
-class Engine:
-    """A simulated serving instance (vLLM v1 scheduler on paged KV) over one instance layout."""
+class Engine(EngineCore):
+    """A simulated serving instance (vLLM v1 scheduler on paged KV) over one instance layout.
+    `prefill_only`: a disaggregated prefill instance (policies/disagg): a request's output here is its
+    first token (sampled by the prefill), its end here the prefill's (records' prefill_end_s, on
+    prefill_engine); a request of at most one output token ends here."""
 
     def __init__(self, *, env, index: int, runner, limits, kv_capacity_tokens: int, recs, steps,
                  fast_forward: bool = True, arrivals_due=None, prefix_caching: bool = False, ratio=None,
-                 wake_s: float = 0.0, schedule_ahead: bool = False):
-        self.env, self.index, self.runner, self.limits = env, index, runner, limits
-        self.recs, self.steps, self.fast_forward = recs, steps, fast_forward
+                 wake_s: float = 0.0, schedule_ahead: bool = False, prefill_only: bool = False,
+                 kv_per_gpu_divisor: int = 1):
+        out = np.minimum(recs.output_tokens, 1) if prefill_only else recs.output_tokens
+        super().__init__(env=env, index=index, recs=recs, steps=steps, fast_forward=fast_forward,
+                         total_tokens=(recs.input_tokens + out).tolist() if prefill_only else None,
+                         finish_s=recs.prefill_end_s if prefill_only else None,
+                         engine_of=recs.prefill_engine if prefill_only else None,
+                         kv_per_gpu_divisor=kv_per_gpu_divisor)
+        self.runner, self.limits, self.prefill_only = runner, limits, prefill_only
         self.kv = KVBlocks(kv_capacity_tokens, limits.block_size)
         self.batch = RunningBatch(limits.block_size)
         # automatic prefix caching (vLLM v1), for requests that carry trace block hashes
         self.cache = PrefixCache(limits.block_size, recs.prefix_blocks, recs.input_tokens) \
             if prefix_caching and recs.prefix_blocks is not None else None
-        self.waiting: deque = deque()
-        self.req = Waiting(recs.input_tokens, recs.output_tokens, recs.generated, recs.priority, recs.arrival_s)
-        self.outstanding_tokens = 0  # prompt + output of unfinished requests routed here
-        self.outstanding_requests = 0
-        self.finish_hooks: list = []  # f(pos) after each completion (the cluster's, a policy's)
+        self.req = Waiting(recs.input_tokens, out, recs.generated, recs.priority, recs.arrival_s)
         self.step_hooks: list = []  # f(engine, schedule, steps, stretch or None) after each step (tests, tracing)
         # () -> an event to wait for before applying a step that ends now, while arrivals due now
         # are still being delivered (an arrival at a step's end is seen by that boundary)
         self.arrivals_due = arrivals_due
         self._held = None
-        self._idle = None  # the event an idle engine waits on
-        self._stretch = None  # the decode stretch in progress, while it may be cut short
         self.ratio = ratio  # SGLang's NewTokenRatio (scheduler "sglang"), else None
-        self._codes: dict = {}  # mode name -> its code in the step records
         self.wake_s = wake_s  # an idle engine's first step starts this long after the request (HardwareSpec.host_wake_s)
         self.group = None  # a Lockstep group stepping this engine (lockstep.py), else its own process
         # the framework schedules step n+1 while step n runs (perfmodel Framework.schedule_ahead): a request
@@ -92,17 +97,12 @@ class Engine:
         return self.batch.sum_computed
 
     @property
-    def in_stretch(self) -> bool:
-        """A closed-form decode stretch is in progress and may still be cut short."""
-        return self._stretch is not None and self._stretch.live
-
-    @property
     def is_held(self) -> bool:
         return self._held is not None
 
     def fits(self, pos: int) -> bool:
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
-        return self.holds(self.recs.input_tokens[pos], self.recs.total_tokens[pos], self.kv.capacity_tokens)
+        return self.holds(self.recs.input_tokens[pos], self.total_tokens[pos], self.kv.capacity_tokens)
 
     def holds(self, prompt: int, total: int, kv_tokens: int) -> bool:
         """Whether a request of `prompt` tokens, `total` with its output, can run here with `kv_tokens` of
@@ -115,30 +115,16 @@ class Engine:
             return total <= kv_tokens and prompt <= lim.chunk_cap
         return total <= min(kv_tokens, lim.chunk_cap)  # (max_request_tokens with these KV tokens)
 
-    def add_finish_hook(self, fn) -> None:
-        self.finish_hooks.append(fn)
-
     def submit(self, pos: int, at_boundary: bool = True) -> None:
         """Queue a request routed here; wake the engine or cut its decode stretch short.
         `at_boundary`: whether a step ending at this very instant sees it: True for arrivals; False
         for a closed-loop issue triggered by a completion, which runs after every step end of this
-        instant was processed, so step by step those steps never see it. The first issue time is
-        kept when a policy moves a request between engines."""
-        r = self.recs
-        self.outstanding_tokens += r.total_tokens[pos]
-        self.outstanding_requests += 1
-        if r.issued_s[pos] != r.issued_s[pos]:  # NaN: first issue
-            r.issued_s[pos] = self.env.now
-        r.engine[pos] = self.index
+        instant was processed, so step by step those steps never see it."""
+        self.accept(pos)
         self.waiting.append(pos)
         if self.schedule_ahead:
             self._queued_s[pos] = self.env.now
         self._wake_or_cut(at_boundary)
-
-    def cut_stretch(self, at_boundary: bool = True) -> None:
-        """End the decode stretch in progress after its current step (a policy's re-plan)."""
-        if self.in_stretch:
-            self.proc.interrupt(at_boundary)
 
     def hold(self, drain: bool = False, on_parked=None) -> None:
         """Park before the next step (after the step in progress, or once the running batch is
@@ -146,8 +132,8 @@ class Engine:
         self._held = _Hold(self.env.event(), drain, on_parked)
         if not drain:
             self._wake_or_cut(True)  # idle: parks at once; decoding: after the step in progress
-        elif self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
+        else:
+            self.idle.wake()
 
     def release(self) -> None:
         held, self._held = self._held, None
@@ -158,8 +144,8 @@ class Engine:
         """Take a running or waiting request back (a policy moves it elsewhere): a running one is
         preempted (recompute), its KV freed."""
         if pos in self.batch.idx:
-            (_, gen), = self.batch.remove([self.batch.idx.index(pos)])
-            self.recs.generated[pos] = gen
+            left = self.batch.remove([self.batch.idx.index(pos)])[0]
+            self.recs.generated[pos] = left.generated
             self.recs.preemptions[pos] += 1
             if self.cache is not None:
                 self.cache.release(pos)
@@ -167,57 +153,54 @@ class Engine:
         else:
             self.waiting.remove(pos)
             self._queued_s.pop(pos, None)
-        self.outstanding_tokens -= self.recs.total_tokens[pos]
-        self.outstanding_requests -= 1
+        self.leave(pos)
 
     def _wake_or_cut(self, at_boundary: bool) -> None:
         if self.group is not None:
             self.group.wake()
-        elif self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
-        else:
-            self.cut_stretch(at_boundary)
+        elif not self.idle.wake():
+            self.cut(at_boundary)
 
     # ---- the process ----------------------------------------------------------------------
     def _loop(self):
-        env, kv, runner, batch = self.env, self.kv, self.runner, self.batch
+        env, batch = self.env, self.batch
         while self.group is None:  # (a Lockstep group's engine is stepped by the group: lockstep.py)
             if self._held is not None and self._park_now():  # a policy lent this engine's GPUs
                 yield self._held.event
                 self._step_start = None
-                continue
-            if not len(batch) and not self.waiting:
-                self._idle = env.event()
+            elif not len(batch) and not self.waiting:
                 self._step_start = None
-                yield self._idle
-                self._idle = None
+                yield from self.idle.wait()
                 if self.wake_s:
                     yield env.timeout(self.wake_s)
-                continue
-            plan = self.begin_step()
-            agg = plan.agg
-            # run: perfmodel's time for the step, or for k decode steps in closed form
-            k = step.stretch_steps(batch, kv.free, kv.block_size) if plan.all_decode and self.fast_forward \
-                and not plan.schedule.preempt and not self.held_back else 1
-            start, st = env.now, None
-            if k > 1:  # the step object may hold its line for fewer steps (SiDP: a pending switch, a kink)
-                line = runner.decode_line(plan.mode, plan.table, agg.decode_seqs, agg.decode_kv_tokens, k)
-                k = line.steps
-            # sleep
-            if k > 1:
-                self._stretch = st = Stretch(start, line.c0_s, line.c1_s_per_key, agg.decode_kv_tokens,
-                                             agg.decode_seqs, k)
-                ended = yield from sleep_stretch(env, st, st.duration_s())
-                k, dur = ended.steps, ended.duration_s
-                self._stretch = None
             else:
-                dur = plan.table.time_s(*agg)
-                yield env.timeout(dur)
-            if self.arrivals_due is not None:
-                due = self.arrivals_due()
+                plan = self.begin_step()  # schedule
+                start, st = env.now, self._stretch_for(plan)  # run: k decode steps in closed form, or one step
+                if st is not None:
+                    ended = yield from self.sleep_stretch(st)
+                    k, dur = ended.steps, ended.duration_s
+                else:
+                    k, dur = 1, plan.table.step_s(plan.agg)
+                    yield env.timeout(dur)
+                due = self.arrivals_due() if self.arrivals_due is not None else None
                 if due is not None:  # arrivals at this very instant are seen by this boundary
                     yield due
-            self.end_step(plan, steps=k, start_s=start, duration_s=dur, stretch=st)
+                self.end_step(plan, steps=k, start_s=start, duration_s=dur, stretch=st)  # apply
+
+    def _stretch_for(self, plan: step.StepPlan) -> Stretch | None:
+        """The decode stretch the step can start (an all-decode step that neither admitted nor preempted:
+        nothing changes before the first completion or the KV bound; the step object may hold its line for
+        fewer steps: SiDP's pending switch, a kink), or None: one step."""
+        agg, batch, kv = plan.agg, self.batch, self.kv
+        if not (plan.all_decode and self.fast_forward and not plan.schedule.preempt and not self.held_back):
+            return None
+        k = step.stretch_steps(batch, kv.free, kv.block_size)
+        if k <= 1:
+            return None
+        line = self.runner.decode_line(plan.mode, plan.table, agg.decode_seqs, agg.decode_kv_tokens, k)
+        if line.steps <= 1:
+            return None
+        return Stretch(self.env.now, line.c0_s, line.c1_s_per_key, agg.decode_kv_tokens, agg.decode_seqs, line.steps)
 
     def begin_step(self) -> step.StepPlan:
         """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
@@ -242,7 +225,7 @@ class Engine:
                                f"waiting, batch={batch}")  # impossible for requests that fit
         agg = step.aggregates(batch, s)
         runner = self.runner
-        mode = runner.choose(agg.prefill_tokens + agg.decode_seqs)  # the policy's mode for the step's tokens
+        mode = runner.only or runner.choose(agg.prefill_tokens + agg.decode_seqs)  # the policy's mode for the step's tokens
         return step.StepPlan(s, agg, step.all_decode(batch, s, agg), mode, runner.tables[mode])
 
     def _hold_back(self) -> list:
@@ -263,12 +246,9 @@ class Engine:
         """apply: record the step(s) that ran from `start_s` for `duration_s` (`steps` of them: a decode
         stretch, `stretch` while it was live), advance the batch, report completions."""
         batch, kv, ratio = self.batch, self.kv, self.ratio
-        s, all_decode, mode, k = plan.schedule, plan.all_decode, plan.mode, steps
-        code = self._codes.get(mode)
-        if code is None:
-            code = self._codes[mode] = self.steps.mode_code(mode)
-        self.steps.append(step_row(start_s=start_s, duration_s=duration_s, engine=self.index, mode=code, steps=k,
-                                   agg=plan.agg, kv_used_tokens=kv.used * kv.block_size, waiting=len(self.waiting)))
+        s, all_decode, k = plan.schedule, plan.all_decode, steps
+        self.record(start_s=start_s, duration_s=duration_s, mode=plan.mode, steps=k, agg=plan.agg,
+                    kv_used_tokens=kv.used * kv.block_size)
         if ratio is not None and (s.decode_running or all_decode):
             ratio.decoded(k)
         done = step.advance(batch, self.recs, s, k, all_decode, self.env.now, self.cache)
@@ -276,9 +256,8 @@ class Engine:
         finished = self._complete(done) if done else ()
         if not all_decode:
             batch.decoding = step.still_decoding(batch, s)
-        for pos in finished:
-            for hook in self.finish_hooks:
-                hook(pos)
+        if finished:
+            self.report(finished)
         for hook in self.step_hooks:
             hook(self, s, k, stretch)
 
@@ -294,16 +273,12 @@ class Engine:
     def _complete(self, at: list) -> list:
         """Record the requests at batch positions `at` as finished now and free their KV; their
         positions in the workload."""
-        r, now, total = self.recs, self.env.now, self.recs.total_tokens
         pos = []
-        for p, gen in self.batch.remove(at):
+        for left in self.batch.remove(at):
             if self.cache is not None:
-                self.cache.release(p)
-            r.finish_s[p] = now
-            r.generated[p] = gen
-            self.outstanding_tokens -= total[p]
-            pos.append(p)
-        self.outstanding_requests -= len(pos)
+                self.cache.release(left.pos)
+            self.complete(left.pos, left.generated)
+            pos.append(left.pos)
         self._sync_kv()
         return pos
 

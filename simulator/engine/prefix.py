@@ -15,8 +15,18 @@ copies until the second is freed), so concurrent duplicates take no extra KV her
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 
 TRACE_BLOCK_TOKENS = 512  # tokens per trace block hash (Mooncake's hash_ids)
+
+
+class Hit(NamedTuple):
+    """What admitting a request finds in the cache: its hit tokens, the unreferenced keys among the
+    hit (their blocks leave the free pool), and engine blocks per key."""
+
+    tokens: int
+    unreferenced: tuple
+    blocks_per_key: int
 
 
 class PrefixCache:
@@ -60,17 +70,17 @@ class PrefixCache:
             self._keys[pos] = ks
         return ks
 
-    def hit(self, pos: int) -> tuple:
-        """(hit tokens, unreferenced keys among the hit, engine blocks per key) for admitting `pos`
-        now: the leading keys found, whole blocks strictly before the prompt's last token."""
+    def hit(self, pos: int) -> Hit:
+        """The Hit of admitting `pos` now: the leading keys found, whole blocks strictly before the
+        prompt's last token."""
         ks, refs = self.keys(pos), self.refs
         limit = (int(self._prompt[pos]) - 1) // TRACE_BLOCK_TOKENS
         k = 0
         while k < limit and k < len(ks) and ks[k] in refs:
             k += 1
         if not k:
-            return 0, (), self.per_entry
-        return k * TRACE_BLOCK_TOKENS, tuple(x for x in ks[:k] if refs[x] == 0), self.per_entry
+            return Hit(0, (), self.per_entry)
+        return Hit(k * TRACE_BLOCK_TOKENS, tuple(x for x in ks[:k] if refs[x] == 0), self.per_entry)
 
     # ---- changes ----------------------------------------------------------------------------
     def _ref(self, key) -> None:

@@ -23,11 +23,13 @@ class Runner:
     """Modes of one engine: name -> step-time object, and the rule choosing a mode from a step's
     batched tokens; decode lines of StepTables (pure functions of n) are remembered."""
 
-    __slots__ = ("tables", "choose", "_affine")
+    __slots__ = ("tables", "choose", "only", "_affine")
 
     def __init__(self, tables: dict, choose: Callable[[int], str]):
         self.tables, self.choose = tables, choose
-        self._affine: dict = {}  # (mode, n) -> (c0, c1) of a StepTable
+        # the one mode of a single-mode runner (its rule can only name it: not asked per step), else None
+        self.only = next(iter(tables)) if len(tables) == 1 else None
+        self._affine: dict = {}  # (mode, n) -> a StepTable's DecodeAffine
 
     @classmethod
     def single(cls, name: str, table) -> "Runner":
@@ -43,4 +45,4 @@ class Runner:
         got = self._affine.get((mode, n))
         if got is None:
             got = self._affine[(mode, n)] = table.decode_affine(n)
-        return DecodeLine(got[0], got[1], steps)
+        return DecodeLine(got.c0_s, got.c1_s_per_key, steps)

@@ -124,9 +124,10 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
         prompt, gen = int(req.input_tokens[pos]), int(req.generated[pos])
         hit, cost = 0, 0
         if cache is not None:
-            hit, unref, per = cache.hit(pos)
-            new = [k for k in unref if k not in taken]
-            cost = len(new) * per  # blocks of hit entries taken out of the free pool
+            found = cache.hit(pos)
+            hit = found.tokens
+            new = [k for k in found.unreferenced if k not in taken]
+            cost = len(new) * found.blocks_per_key  # blocks of hit entries taken out of the free pool
         target = prompt + gen - hit  # a preempted request recomputes its generated tokens too
         n_new = min(target, left, lim.chunk_cap) if lim.chunked_prefill else target
         if rule == "chunk":  # tokens that must fit the free blocks (blocks are still taken chunk by chunk)

@@ -28,11 +28,12 @@ def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
     """Carry out the schedule's preemptions and admissions before the step runs (`cache`: the
     engine's PrefixCache or None; an admitted request holds its hit entries)."""
     for _ in range(s.preempt):  # recompute preemption from the tail; each re-queued first
-        pos, gen, _ = batch.pop_tail()
+        left = batch.pop_tail()
+        pos = left.pos
         if cache is not None:
             cache.release(pos)
         recs.preemptions[pos] += 1
-        recs.generated[pos] = gen
+        recs.generated[pos] = left.generated
         waiting.appendleft(pos)
     scheduled = recs.scheduled_s
     for pos, prompt, out, hit, gen, _ in s.admitted:

@@ -19,7 +19,9 @@ class EnginePlan:
     # max_seqs, kv_capacity_tokens, recs, steps, finished: simulator/cluster/simulate.py), else an Engine;
     # such an engine reports its completions itself (disagg's prefill instances end no request)
     engine_cls: Callable | None = None
-    front: object = None  # the policy's own front door (dispatch, fits): it places requests itself (Flying, disagg)
+    # the policy's own front door: it places requests itself (Flying, disagg); fits(pos), and dispatch(pos,
+    # at_boundary) -> None, or the reason no engine of the policy can ever hold the request (the cluster rejects it)
+    front: object = None
     attach: Callable | None = None  # called with the engine once built: a dynamic policy observing its engines
 
 

@@ -302,8 +302,8 @@ def step_breakdown(steps: pd.DataFrame, modes: dict, spec, hw, prof=None, fw=Non
         except (LayoutError, TypeError):
             continue
         run = g[g["steps"] > 0]
-        b = make_batch(*(run[c].to_numpy(float) for c in ("prefill_tokens", "prefill_seqs", "prefill_pairs",
-                                                           "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens")))
+        b = make_batch(**{c: run[c].to_numpy(float) for c in ("prefill_tokens", "prefill_seqs", "prefill_pairs",
+                                                               "prefill_kv_tokens", "decode_seqs", "decode_kv_tokens")})
         terms = step_cost(spec, lay, hw, b, prof, fw or DEFAULT_FRAMEWORK).terms
         model_s = sum(terms.values())
         busy = (run["duration_s"] - run["switch_s"]).to_numpy()

@@ -58,6 +58,7 @@ class RequestRecords:
         # (prefill end -> decode admission) and the KV transfer (perfmodel.disagg) of each request
         self.disaggregated = False  # set by the run when the policy is disagg
         self.prefill_engine = np.full(n, -1, dtype=np.int64)
+        self.prefill_end_s = np.full(n, np.nan)  # its prefill's end (first token sampled, KV ready to send)
         self.kv_wait_s = np.full(n, np.nan)
         self.kv_transfer_s = np.full(n, np.nan)
 
@@ -114,6 +115,14 @@ class StepRecords:
         if type(row) is not StepRow:
             raise TypeError(f"a step row is a StepRow ({', '.join(STEP_COLUMNS)}), got {type(row).__name__}")
         self._rows.extend(row)
+
+    def add(self, *, start_s: float, duration_s: float, engine: int, mode: float, steps: int, agg,
+            kv_used_tokens: float, waiting: int, switch_s: float) -> None:
+        """One row from StepRow's fields by name (`agg`: the step's StepAgg), without building the StepRow
+        (the engine core's path: once per step)."""
+        self._rows.extend((start_s, duration_s, engine, mode, steps, agg.prefill_tokens, agg.prefill_seqs,
+                           agg.prefill_pairs, agg.prefill_kv_tokens, agg.decode_seqs, agg.decode_kv_tokens,
+                           kv_used_tokens, waiting, switch_s))
 
     def __len__(self) -> int:
         return len(self._rows) // len(STEP_COLUMNS)

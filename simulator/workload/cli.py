@@ -69,7 +69,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     for msg in caught:
         print(f"warning: {msg.message}", file=sys.stderr)
     if args.time_window:
-        w = tf.time_window(w, *tf.parse_window(args.time_window))
+        w = tf.time_window(w, **tf.parse_window(args.time_window))
     if args.sample:
         w = tf.sample(w, seed=seed, **tf.parse_sample(args.sample))
     if args.rate_scale is not None:

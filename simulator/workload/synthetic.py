@@ -130,8 +130,9 @@ def generate(spec: SyntheticSpec) -> Workload:
         inp, out = g.empirical_lengths(n, table["input_tokens"].to_numpy(),
                                        table["output_tokens"].to_numpy(), len_rng)
     else:
-        inp = g.uniform_lengths(n, *spec.input_tokens, len_rng)
-        out = g.uniform_lengths(n, *spec.output_tokens, len_rng)
+        (in_lo, in_hi), (out_lo, out_hi) = spec.input_tokens, spec.output_tokens  # (lo, hi) tokens
+        inp = g.uniform_lengths(n, in_lo, in_hi, len_rng)
+        out = g.uniform_lengths(n, out_lo, out_hi, len_rng)
     prio = g.priority_mix(n, dict(spec.priority), pri_rng)
     cols = {"arrival_s": t, "input_tokens": inp, "output_tokens": out, "priority": prio}
     return make_workload(cols, _source(spec))

@@ -13,13 +13,14 @@ def _noted(w: Workload, df, note: str, **changes) -> Workload:
     return w.replace(requests=rebase(df), notes=w.notes + (note,), **changes)
 
 
-def parse_window(text: str) -> tuple[float | None, float | None]:
-    """'3600:7200' -> (3600.0, 7200.0) seconds; either side may be empty ('3600:' or ':600')."""
+def parse_window(text: str) -> dict:
+    """'3600:7200' -> {"start_s": 3600.0, "end_s": 7200.0} (time_window's keywords); either side may be
+    empty ('3600:' or ':600': None)."""
     start, sep, end = text.partition(":")
     try:
         if not sep:
             raise ValueError
-        return (float(start) if start.strip() else None, float(end) if end.strip() else None)
+        return {"start_s": float(start) if start.strip() else None, "end_s": float(end) if end.strip() else None}
     except ValueError:
         raise TraceError(text, "expected START:END in seconds, e.g. 3600:7200",
                          field="--time-window") from None

@@ -1,7 +1,7 @@
 """The disagg Coordinator: the cluster's front door, and the hand-over from prefill to decode.
 
-    arrival -> prefill instance (least outstanding tokens) -> prompt + first token (a plain Engine on
-    PrefillView: output capped at 1 token) -> FIFO for decode KV -> decode instance with room
+    arrival -> prefill instance (least outstanding tokens) -> prompt + first token (an Engine with
+    prefill_only: output capped at 1 token) -> FIFO for decode KV -> decode instance with room
     (least outstanding tokens) reserves prompt + output blocks -> KV transfer (perfmodel.disagg; one at a
     time per prefill instance: its ports are the shared link) -> DecodeEngine generates the rest.
 
@@ -31,33 +31,11 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-import numpy as np
 import simpy
 
 from perfmodel import disagg
 
 ROUTING = ("least_loaded", "round_robin")
-
-
-class PrefillView:
-    """The run's RequestRecords as a prefill instance sees them: at most 1 output token (the first, which
-    the prefill samples), its own generated / finish arrays, `engine` = the records' prefill_engine."""
-
-    def __init__(self, recs):
-        n = len(recs)
-        for name in ("request_id", "input_tokens", "priority", "arrival_s", "issued_s", "scheduled_s",
-                     "first_token_s", "preemptions", "prefix_blocks", "prefix_caching", "cached_tokens",
-                     "prefix_query_tokens", "prefix_hit_tokens"):
-            setattr(self, name, getattr(recs, name))
-        self.output_tokens = np.minimum(recs.output_tokens, 1)
-        self.total_tokens = (recs.input_tokens + self.output_tokens).tolist()
-        self.generated = np.zeros(n, dtype=np.int64)
-        self.finish_s = np.full(n, np.nan)  # its prefill's end
-        self.engine = recs.prefill_engine
-        self.reject_reason = recs.reject_reason
-
-    def __len__(self) -> int:
-        return len(self.input_tokens)
 
 
 class Coordinator:
@@ -70,10 +48,9 @@ class Coordinator:
         self.p_gpus, self.d_gpus = prefill_gpus, decode_gpus
         self.prefill: list = [None] * len(prefill_gpus)
         self.decode: list = [None] * len(decode_gpus)
-        self.view = None
         if routing not in ROUTING:
             raise ValueError(f"decode_routing={routing!r}: one of {', '.join(ROUTING)}")
-        per = max(getattr(decode_layout, "dp", 1), 1)  # engines per decode worker (its DP ranks)
+        per = max(decode_layout.dp, 1)  # engines per decode worker (its DP ranks)
         n_workers = len(decode_gpus) // per if routing == "round_robin" else 1
         self.group_of = [j * n_workers // len(decode_gpus) for j in range(len(decode_gpus))]  # decode j -> its FIFO
         self.queues: list = [deque() for _ in range(n_workers)]  # (pos, prefill instance) waiting for decode KV
@@ -87,15 +64,11 @@ class Coordinator:
         self.links = None
 
     # ---- set-up ----------------------------------------------------------------------------------
-    def view_of(self, recs) -> PrefillView:
-        if self.view is None:
-            recs.disaggregated = True
-            self.view = PrefillView(recs)
-            self.recs = recs
-        return self.view
-
     def attach_prefill(self, i: int, e, finished) -> None:
-        self.prefill[i], self.finished, self.env = e, finished, e.env
+        """Prefill instance i (an Engine with prefill_only); `finished(pos)`: the cluster's, for the requests
+        that end at their prefill (at most one output token)."""
+        self.prefill[i], self.finished, self.env, self.recs = e, finished, e.env, e.recs
+        e.recs.disaggregated = True
         self.longest[i] = e.max_request_tokens  # before any KV is parked: what it can ever hold
         self.kv0[i] = e.kv.capacity_tokens
         if self.links is None:  # each prefill instance's outgoing ports: one transfer at a time
@@ -104,42 +77,41 @@ class Coordinator:
 
     def attach_decode(self, j: int, e) -> None:
         self.decode[j] = e
-        per = max(getattr(self.d_lay, "dp", 1), 1)  # a decode worker's attention-DP ranks: one EP group
+        per = max(self.d_lay.dp, 1)  # a decode worker's attention-DP ranks: one EP group
         group = [d for d in self.decode[j - j % per:j - j % per + per] if d is not None]
         for d in group:
             d.siblings = group
-        e.queued = lambda: sum(len(q) for q in self.queues)
-        e.on_finish = self._decoded
+        e.report_queue(lambda: sum(len(q) for q in self.queues) + len(e.waiting))  # step rows: both queues
+        e.add_finish_hook(self._decoded)
 
     # ---- front door ------------------------------------------------------------------------------
     def fits(self, pos: int) -> bool:
-        return True  # dispatch rejects, with the reason, what no instance can hold
+        return True  # dispatch refuses, with the reason, what no instance can hold
 
-    def dispatch(self, pos: int, at_boundary: bool = True) -> None:
-        r, v = self.recs, self.view
-        fit = [e for e in self.prefill if e.holds(v.input_tokens[pos], v.total_tokens[pos], self.kv0[e.index])]
+    def dispatch(self, pos: int, at_boundary: bool = True) -> str | None:
+        """Route the request to a prefill instance; None, or why no instance can ever hold it (the
+        cluster rejects it with that reason)."""
+        r, total = self.recs, self.prefill[0].total_tokens  # (prompt + first token: every prefill instance's)
+        fit = [e for e in self.prefill if e.holds(r.input_tokens[pos], total[pos], self.kv0[e.index])]
         if not fit or (r.output_tokens[pos] > 1 and not any(d.fits(pos) for d in self.decode)):
             where = ("a prefill instance's KV" if not fit else "a decode instance's KV")
             cap = max(self.longest) if not fit else max(d.capacity_tokens for d in self.decode)
-            r.reject_reason[pos] = f"disagg: longer than {where} ({cap} tokens)"
-            self.finished(pos)
-            return
+            return f"disagg: longer than {where} ({cap} tokens)"
         i = min(fit, key=lambda e: (e.outstanding_tokens, e.index)).index
-        heapq.heappush(self.need[i], (-v.total_tokens[pos], pos))
+        heapq.heappush(self.need[i], (-total[pos], pos))
         self.prefill[i].submit(pos, at_boundary)
         self._check_hold(i)
+        return None
 
     # ---- prefill -> decode -----------------------------------------------------------------------
     def _prefilled(self, i: int, pos: int) -> None:
         """The prompt ran and (output > 0) its first token was sampled on prefill instance i."""
         r, e = self.recs, self.prefill[i]
         self.done_prefill.add(pos)
-        if r.output_tokens[pos] <= 1:  # nothing left to decode
-            r.generated[pos], r.finish_s[pos] = r.output_tokens[pos], self.env.now
+        if r.output_tokens[pos] <= 1:  # nothing left to decode: it ended at its prefill (Engine, prefill_only)
             self._check_hold(i)
             self.finished(pos)
             return
-        r.generated[pos] = 1
         b = min(-(-int(r.input_tokens[pos]) // e.kv.block_size), e.kv.free)
         e.kv.resize(e.kv.num_blocks - b)  # its KV stays until the transfer ends
         self.parked[pos] = b
@@ -163,7 +135,6 @@ class Coordinator:
             d = min(room, key=lambda d: (d.outstanding_tokens, d.index))
             queue.popleft()
             d.reserve(pos)
-            self.recs.kv_wait_s[pos] = self.env.now - self.view.finish_s[pos]
             self.env.process(self._transfer(pos, i, d))
 
     def _transfer(self, pos: int, i: int, d):
@@ -174,7 +145,7 @@ class Coordinator:
                                           self.hw, disagg.cross_node(self.p_gpus[i], self.d_gpus[j], self.hw))
             start = self.env.now
             yield self.env.timeout(t)
-            self.recs.kv_transfer_s[pos] = self.env.now - start
+            d.transferred(pos, self.env.now - start)
         e = self.prefill[i]
         e.kv.resize(e.kv.num_blocks + self.parked.pop(pos))
         self._check_hold(i)
@@ -194,7 +165,7 @@ class Coordinator:
         while heap and heap[0][1] in self.done_prefill:
             heapq.heappop(heap)
         top = heap[0][1] if heap else None  # its largest waiting request (KV now: less what is parked)
-        short = top is not None and not e.holds(self.view.input_tokens[top], -heap[0][0], e.kv.capacity_tokens)
+        short = top is not None and not e.holds(self.recs.input_tokens[top], -heap[0][0], e.kv.capacity_tokens)
         if short and not e.is_held:
             e.hold()
         elif not short and e.is_held:

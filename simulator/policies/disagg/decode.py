@@ -17,38 +17,31 @@ cost of draft + verify steps (the means are those of whole steps; step rows are 
 """
 from __future__ import annotations
 
-from collections import deque
-
 from perfmodel.batch import StepAgg
 from perfmodel.specdec import per_token_affine
 from perfmodel.steptable import decode_stretch_s
-from simulator.engine.stretch import Stretch, sleep_stretch
-from simulator.results.records import step_row
+from simulator.engine.core import EngineCore
+from simulator.engine.stretch import Stretch
 
 
-class DecodeEngine:
-    """Decode-only instance; the cluster's interface (index, capacity_tokens, waiting, outstanding_*,
-    fits) plus reserve / deliver for the Coordinator."""
+class DecodeEngine(EngineCore):
+    """Decode-only instance on the engine core (simulator.engine.core: idle wait, stretch, step rows,
+    completions); the cluster's interface (index, capacity_tokens, waiting, outstanding_*, fits) plus
+    can_reserve / reserve / deliver for the Coordinator."""
 
-    def __init__(self, *, env, index, table, max_seqs, capacity_tokens, block_size, recs, steps, on_finish,
+    def __init__(self, *, env, index, table, max_seqs, capacity_tokens, block_size, recs, steps,
                  fast_forward: bool = True, spec=None, num_layers: int = 1):
-        self.env, self.index, self.table, self.recs, self.steps = env, index, table, recs, steps
-        self.max_seqs, self.block_size, self.fast_forward = int(max_seqs), int(block_size), fast_forward
+        super().__init__(env=env, index=index, recs=recs, steps=steps, fast_forward=fast_forward)
+        self.table, self.max_seqs, self.block_size = table, int(max_seqs), int(block_size)
         self.num_blocks = int(capacity_tokens) // self.block_size
         self.reserved_blocks = 0  # blocks held by admitted requests (in transfer or running)
         self.slots = 0  # admitted requests (in transfer or running)
-        self.waiting: deque = deque()  # delivered, joining the batch at the next step
-        self.run: list = []  # running requests (positions)
-        self.outstanding_tokens = self.outstanding_requests = 0
-        self.on_finish = on_finish  # f(pos) once the request's last token is out
-        self.queued = lambda: 0  # () -> requests waiting for decode KV (the Coordinator's queue; step rows)
-        self._idle = None
-        self._stretch = None
-        self._mode = steps.mode_code("decode")
+        self.run: list = []  # running requests (positions); `waiting`: delivered, joining at the next step
         self.spec, self.num_layers = spec, num_layers  # perfmodel.specdec.SpecDecode or None
         # the attention-DP ranks of this instance's EP group (the Coordinator sets them): their routed experts
         # serve the group's tokens, costed at the members' mean load when a stretch starts
         self.siblings: list = [self]
+        self.mode_code("decode")  # (its code in the step records from the start)
         self.proc = env.process(self._loop())
 
     def _load(self, rows: int) -> float:
@@ -72,28 +65,29 @@ class DecodeEngine:
         return self.slots < self.max_seqs and self.reserved_blocks + self.blocks(pos) <= self.num_blocks
 
     def reserve(self, pos: int) -> None:
-        """Admit `pos`: its prompt + output blocks are held from now until it finishes."""
+        """Admit `pos`: its prompt + output blocks are held from now until it finishes; it waited for
+        them since its prefill ended (records' kv_wait_s)."""
         self.reserved_blocks += self.blocks(pos)
         self.slots += 1
-        self.outstanding_tokens += self.recs.total_tokens[pos]
-        self.outstanding_requests += 1
-        self.recs.engine[pos] = self.index
+        self.accept(pos)
+        self.recs.kv_wait_s[pos] = self.env.now - self.recs.prefill_end_s[pos]
+
+    def transferred(self, pos: int, transfer_s: float) -> None:
+        """Its KV took `transfer_s` to arrive (records' kv_transfer_s)."""
+        self.recs.kv_transfer_s[pos] = transfer_s
 
     def deliver(self, pos: int) -> None:
-        """Its KV has arrived: it joins the batch after the step in progress (a stretch is cut there)."""
+        """Its KV has arrived (and the hand-off is done): it joins the batch after the step in progress
+        (a stretch is cut there)."""
         self.waiting.append(pos)
-        if self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
-        elif self._stretch is not None and self._stretch.live:
-            self.proc.interrupt(True)
+        if not self.idle.wake():
+            self.cut(True)
 
     def _loop(self):
         env, r = self.env, self.recs
         while True:
             if not self.run and not self.waiting:
-                self._idle = env.event()
-                yield self._idle
-                self._idle = None
+                yield from self.idle.wait()
                 continue
             for q in self.waiting:  # the client's first token leaves as the request joins the batch: at the
                 r.first_token_s[q] = env.now  # step boundary after its KV arrived (module docstring)
@@ -104,22 +98,17 @@ class DecodeEngine:
             keys = float(sum(int(r.input_tokens[q] + r.generated[q]) for q in run))  # first step reads these
             k = int(min(r.output_tokens[q] - r.generated[q] for q in run))  # steps to the first completion
             load = self._load if self.table.dispatch and len(self.siblings) > 1 else None
-            c0, c1 = (per_token_affine(self.table, n, self.spec, self.num_layers, load) if self.spec is not None
-                      else self.table.decode_affine(n, load(1) if load else None))
+            line = (per_token_affine(self.table, n, self.spec, self.num_layers, load) if self.spec is not None
+                    else self.table.decode_affine(n, load(1) if load else None))
             start = env.now
             if k > 1 and self.fast_forward:
-                self._stretch = st = Stretch(start, c0, c1, keys, n, k)
-                ended = yield from sleep_stretch(env, st, st.duration_s())
+                ended = yield from self.sleep_stretch(Stretch(start, line.c0_s, line.c1_s_per_key, keys, n, k))
                 k, dur = ended.steps, ended.duration_s
-                self._stretch = None
             else:
-                k = 1
-                dur = decode_stretch_s(c0, c1, keys, n, 1)
+                k, dur = 1, decode_stretch_s(line.c0_s, line.c1_s_per_key, keys, n, 1)
                 yield env.timeout(dur)
-            self.steps.append(step_row(start_s=start, duration_s=dur, engine=self.index, mode=self._mode, steps=k,
-                                       agg=StepAgg(0, 0, 0.0, 0.0, n, keys),
-                                       kv_used_tokens=self.reserved_blocks * self.block_size,
-                                       waiting=self.queued() + len(self.waiting)))
+            self.record(start_s=start, duration_s=dur, mode="decode", steps=k,
+                        agg=StepAgg(0, 0, 0.0, 0.0, n, keys), kv_used_tokens=self.reserved_blocks * self.block_size)
             done = []
             for q in run:
                 r.generated[q] += k
@@ -127,10 +116,7 @@ class DecodeEngine:
                     done.append(q)
             for q in done:
                 run.remove(q)
-                r.finish_s[q] = env.now
                 self.reserved_blocks -= self.blocks(q)
                 self.slots -= 1
-                self.outstanding_tokens -= r.total_tokens[q]
-                self.outstanding_requests -= 1
-            for q in done:
-                self.on_finish(q)
+                self.complete(q, r.generated[q])
+            self.report(done)

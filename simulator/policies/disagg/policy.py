@@ -75,10 +75,10 @@ def _prefill_maker(coord: Coordinator, i: int, layout, seqs: int | None, tokens:
         # (the cluster passes the run's budget as is: a PoolMode is not a layout to it; engine_limits gives a PP
         # instance pp batches of it in flight, as the aggregated engines have)
         budget, max_seqs = tokens or budget, seqs or max_seqs
-        view = coord.view_of(recs)
         e = Engine(env=env, index=index, runner=runner, limits=engine_limits(ec, budget, max_seqs, layout.pp),
-                   kv_capacity_tokens=kv_capacity_tokens, recs=view, steps=steps, fast_forward=ec.fast_forward,
-                   prefix_caching=recs.prefix_caching, ratio=NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None)
+                   kv_capacity_tokens=kv_capacity_tokens, recs=recs, steps=steps, fast_forward=ec.fast_forward,
+                   prefix_caching=recs.prefix_caching, ratio=NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None,
+                   prefill_only=True)
         coord.attach_prefill(i, e, finished)
         return e
     return make
@@ -88,7 +88,7 @@ def _decode_maker(coord: Coordinator, j: int, seqs: int | None, spec_dec):
     def make(*, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
         e = DecodeEngine(env=env, index=index, table=runner.tables["decode"], max_seqs=seqs or max_seqs,
                          capacity_tokens=kv_capacity_tokens, block_size=ec.block_size, recs=recs, steps=steps,
-                         on_finish=finished, fast_forward=ec.fast_forward, spec=spec_dec,
+                         fast_forward=ec.fast_forward, spec=spec_dec,
                          num_layers=coord.spec.num_layers)
         coord.attach_decode(j, e)
         return e
@@ -102,7 +102,8 @@ def disagg_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, po
     for k in ("prefill_max_seqs", "prefill_max_tokens", "decode_max_seqs"):
         if k in a and a[k] < 1:
             raise ValueError(f"policy argument {k}={a[k]} must be >= 1")
-    p, d, pg, dg = disagg.pools_from_args(spec, hw, gpus, fw, a.get("prefill"), a.get("decode"))
+    pools = disagg.pools_from_args(spec, hw, gpus, fw, a.get("prefill"), a.get("decode"))
+    p, d, pg, dg = pools.prefill, pools.decode, pools.prefill_gpus, pools.decode_gpus
     label = f"prefill {p} / decode {d}"
     note = "" if "prefill" in a or "decode" in a else (
         f"disagg: default pools {label} (half the GPUs each, laid out as --policy dp); "

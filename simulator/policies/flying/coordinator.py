@@ -17,9 +17,8 @@ from perfmodel.layout import ParallelLayout
 from simulator.engine.loop import Engine
 from simulator.engine.runner import Runner
 from simulator.engine.step import NO_WORK
-from simulator.results.records import step_row
 
-from .pool import Binding, GroupSteps, PoolSteps
+from .pool import Binding
 
 
 class Coordinator:
@@ -38,11 +37,12 @@ class Coordinator:
 
     # ---- set-up ----------------------------------------------------------------------------
     def attach(self, i: int, e) -> None:
-        raw = e.steps
-        e.steps = PoolSteps(raw, self)  # its rows report the pool's queue (pool.py)
+        # its rows report the pool's queue: the coordinator syncs one waiting queue globally (SYSTEMS.md 5),
+        # so requests queued at a unit lent to a TP group (no rows while parked), or held here, show in every row
+        e.report_queue(self.queued)
         self.units[i] = e
         if all(u is not None for u in self.units):
-            self.env, self.recs, self.steps = e.env, e.recs, raw
+            self.env, self.recs, self.steps = e.env, e.recs, e.steps
 
     def group(self, start: int, k: int):
         if (start, k) not in self.groups:
@@ -51,8 +51,9 @@ class Coordinator:
             table = self.table_fn(ParallelLayout(tp=k * self.unit.tp))
             lim = dataclasses.replace(u.limits, block_size=u.limits.block_size * k)  # block_size_TP = k x DP
             g = Engine(env=self.env, index=start, runner=Runner.single(mode, table), limits=lim, kv_capacity_tokens=0,
-                       recs=self.recs, steps=GroupSteps(self.steps, self, k), fast_forward=u.fast_forward,
-                       arrivals_due=u.arrivals_due)
+                       recs=self.recs, steps=self.steps, fast_forward=u.fast_forward, arrivals_due=u.arrivals_due,
+                       kv_per_gpu_divisor=k)  # (its rows' KV per GPU against the unit's capacity)
+            g.report_queue(self.queued)
             g.hold()  # parked until a binding starts it
             for hook in u.finish_hooks:
                 g.add_finish_hook(hook)
@@ -192,10 +193,9 @@ class Coordinator:
 
     def _switch_row(self, b: Binding, mode: str, start_s: float) -> None:
         dur = self.env.now - start_s
-        lead = b.members[0]
-        self.steps.append(step_row(start_s=start_s, duration_s=dur, engine=lead.index, mode=self.steps.mode_code(mode),
-                                   steps=0, agg=NO_WORK, kv_used_tokens=lead.kv.used_tokens, waiting=self.queued(),
-                                   switch_s=dur))
+        lead = b.members[0]  # (the switch's row is its first unit's, against the unit's KV)
+        lead.record(start_s=start_s, duration_s=dur, mode=mode, steps=0, agg=NO_WORK, kv_used_tokens=lead.kv.used_tokens,
+                    switch_s=dur)
 
     def _start(self, b: Binding):
         """set_TP_mode at the safe point: KV for the group, the switch, then the group runs."""

@@ -8,7 +8,8 @@ pulling sequences' KV in from the store into c_d's GPU KV (up to its capacity an
 until store and batch are empty; re-shard back. Every duration is perfmodel's: swaps overlap compute
 (perfmodel.seesaw.prefill_step_s, decode_stretch_s); re-shards do not (perfmodel.seesaw.reshard_s:
 the new shards' weights over the host link).
-Same constructor and arrival interface as Engine, so cluster.simulate routes to it unchanged.
+On the engine core (simulator.engine.core: idle wait, step rows, completions, outstanding counts), with
+Engine's arrival interface (submit, fits), so cluster.simulate routes to it unchanged.
 """
 from __future__ import annotations
 
@@ -18,37 +19,30 @@ import numpy as np
 
 from perfmodel import seesaw
 from perfmodel.batch import StepAgg
+from simulator.engine.core import EngineCore
 from simulator.engine.step import NO_WORK
-from simulator.results.records import step_row
 
 
-class SeesawEngine:
+class SeesawEngine(EngineCore):
     """Offline-oriented engine; `setup(cfg)` (the plan's attach) gives it the Seesaw parameters."""
 
     def __init__(self, *, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
-        cfg, on_finish = ec, finished  # (the cluster's engine-factory keywords: simulator/cluster/simulate.py)
-        self.env, self.index, self.runner, self.cfg = env, index, runner, cfg
+        super().__init__(env=env, index=index, recs=recs, steps=steps)
+        self.runner, self.cfg = runner, ec  # (the cluster's engine-factory keywords: simulator/cluster/simulate.py)
         self.budget, self.max_seqs, self.capacity_tokens = int(budget), int(max_seqs), int(kv_capacity_tokens)
-        self.recs, self.steps, self.on_finish = recs, steps, on_finish
-        self.waiting: deque = deque()
+        self.add_finish_hook(finished)
         self.store: deque = deque()  # prefilled requests whose KV sits in the CPU store
         self.store_bytes = 0.0
-        self.outstanding_tokens = self.outstanding_requests = 0
         self.ss = None
-        self._wakeup = None
         self.proc = env.process(self._loop())
 
     def setup(self, ss) -> None:
         self.ss = ss  # SeesawSetup: spec, hw, prof, gpus, buffer bytes, re-shard seconds, pp, decode KV
 
     def submit(self, pos: int, at_boundary: bool = True) -> None:
-        r = self.recs
-        self.outstanding_tokens += int(r.input_tokens[pos] + r.output_tokens[pos])
-        self.outstanding_requests += 1
-        r.engine[pos] = self.index  # (issued_s: the client's send, set by the cluster's issue)
+        self.accept(pos)  # (issued_s: the client's send, set by the cluster's issue)
         self.waiting.append(pos)
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.succeed()
+        self.idle.wake()
 
     def fits(self, pos: int) -> bool:
         """Its prompt's KV fits the CPU store and its whole sequence the decode config's GPU KV."""
@@ -59,22 +53,13 @@ class SeesawEngine:
     def _kv_bytes(self, tokens: float) -> float:
         return seesaw.kv_bytes(self.ss.spec, tokens)  # whole model; each GPU holds 1/gpus of it
 
-    def _link(self) -> tuple:
-        """(spec, hw, gpus, prof): what perfmodel.seesaw needs to time a swap."""
-        return self.ss.spec, self.ss.hw, self.ss.gpus, self.ss.prof
-
     def _row(self, start, mode, steps, agg=NO_WORK, used=0, switch=0.0):
-        self.steps.append(step_row(start_s=start, duration_s=self.env.now - start, engine=self.index,
-                                   mode=self.steps.mode_code(mode), steps=steps, agg=agg, kv_used_tokens=used,
-                                   waiting=len(self.waiting), switch_s=switch))
+        self.record(start_s=start, duration_s=self.env.now - start, mode=mode, steps=steps, agg=agg,
+                    kv_used_tokens=used, switch_s=switch)
 
     def _finish(self, pos: int) -> None:
-        r = self.recs
-        r.finish_s[pos] = self.env.now
-        r.generated[pos] = r.output_tokens[pos]
-        self.outstanding_tokens -= int(r.input_tokens[pos] + r.output_tokens[pos])
-        self.outstanding_requests -= 1
-        self.on_finish(pos)
+        self.complete(pos, self.recs.output_tokens[pos])
+        self.report((pos,))
 
     def _reshard(self, mode: str):
         if not self.ss.reshard_s[mode]:  # c_p == c_d: nothing moves
@@ -104,7 +89,9 @@ class SeesawEngine:
             agg = StepAgg(tokens, len(take), float((lens * (lens + 1) / 2).sum()), float(tokens), 0, 0.0)
             start = self.env.now
             parked = [q for q in take if r.output_tokens[q] > 1]  # the rest finish with their first token
-            yield self.env.timeout(seesaw.prefill_step_s(table.time_s(*agg), r.input_tokens[parked].sum(), *self._link()))
+            ss = self.ss  # (the swap-out overlaps the compute: perfmodel.seesaw)
+            yield self.env.timeout(seesaw.prefill_step_s(table.step_s(agg), r.input_tokens[parked].sum(), ss.spec, ss.hw,
+                                                         ss.gpus, ss.prof))
             self._row(start, "prefill", 1, agg)
             r.first_token_s[p] = self.env.now
             for q in take:
@@ -134,9 +121,10 @@ class SeesawEngine:
             left = r.output_tokens[idx] - r.generated[idx]
             n, keys = len(run), float((r.input_tokens[idx] + r.generated[idx]).sum())
             k = int(left.min())
-            c0, c1 = table.decode_affine(n)
+            line, ss = table.decode_affine(n), self.ss
             start = self.env.now
-            yield self.env.timeout(seesaw.decode_stretch_s(c0, c1, keys + n, n, k, pulled, *self._link()))
+            yield self.env.timeout(seesaw.decode_stretch_s(line.c0_s, line.c1_s_per_key, keys + n, n, k, pulled, ss.spec,
+                                                           ss.hw, ss.gpus, ss.prof))
             self._row(start, "decode", k, StepAgg(0, 0, 0.0, 0.0, n, keys + n), used=ctx)
             r.generated[idx] += k
             done = [q for q in run if r.generated[q] >= r.output_tokens[q]]
@@ -149,9 +137,7 @@ class SeesawEngine:
         mode = "prefill"  # weights start in c_p's shards
         while True:
             if not self.waiting and not self.store:
-                self._wakeup = self.env.event()
-                yield self._wakeup
-                self._wakeup = None
+                yield from self.idle.wait()
                 continue
             if mode != "prefill" and self.waiting:
                 yield from self._reshard("prefill")

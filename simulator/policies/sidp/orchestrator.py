@@ -1,7 +1,7 @@
 """SiDP's run-time parts: the Orchestrator (global WaS/CaS decision over the D replicas, with
 hysteresis) and each replica's step-time object, which passes the local StepTable's time through
 perfmodel.sidp (the policy computes no time itself). The orchestrator observes its engines only
-through their public interface: finish hooks, cut_stretch, num_running, in_stretch, context_tokens.
+through their public interface: finish hooks, cut, num_running, in_stretch, context_tokens.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class Orchestrator:
         engine's own mechanism for arrivals; not at a boundary: a step ending now still runs on)."""
         for r, e in enumerate(self.engines):
             if e is not None and which(r) and e.in_stretch:
-                e.cut_stretch(at_boundary=False)
+                e.cut(at_boundary=False)
 
     def settled(self) -> bool:
         """No switch pending: the next decisions on the same rows keep the mode (a stretch may stand
@@ -86,7 +86,7 @@ class Orchestrator:
 
 
 class SiDPStep:
-    """Step-time object of one replica in one mode: time_s(*agg) and decode_line(n, k0, steps)."""
+    """Step-time object of one replica in one mode: step_s(agg) and decode_line(n, k0, steps)."""
 
     def __init__(self, mode: str, rank: int, orch: Orchestrator, local, cfg: sidp.SiDPConfig):
         self.mode, self.rank, self.orch, self.local, self.cfg = mode, rank, orch, local, cfg
@@ -104,8 +104,9 @@ class SiDPStep:
             self._cas[key] = sidp.cas_step_s(1.0, rows, self.rank, self.spec, self.hw, self.cfg, self.prof) - 1.0
         return local_s + self._cas[key] if local_s > 0 else 0.0
 
-    def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0) -> float:
-        return self._time(self.local.time_s(pt, ps, pairs, pkv, dn, dkv), pt + dn)
+    def step_s(self, agg) -> float:
+        """Seconds of one step of aggregates `agg` (a StepAgg) in this mode, now."""
+        return self._time(self.local.step_s(agg), agg.prefill_tokens + agg.decode_seqs)
 
     def decode_line(self, n: int, k0: float, steps: int) -> DecodeLine:
         """DecodeLine(c0, c1, steps) of the next decode steps of n sequences from k0 keys. CaS and FSDP add a
@@ -115,7 +116,8 @@ class SiDPStep:
         switch is pending (every step's decision counts towards the hysteresis)."""
         if not self.orch.settled():
             steps = 1
-        lc0, lc1 = self.local.decode_affine(n)
+        local = self.local.decode_affine(n)
+        lc0, lc1 = local.c0_s, local.c1_s_per_key
         t0, t1 = self._time(lc0 + lc1 * k0, n), self._time(lc0 + lc1 * (k0 + n), n)
         slope = (t1 - t0) / n
         c0 = t0 - slope * k0
