@@ -102,10 +102,10 @@ def peak_second(req) -> tuple[float, int]:
     maximum over buckets (separately). A request's token times are its first token, then one every
     TPOT to its finish (vLLM adds its measured ITLs; the simulator records first token and finish per
     request, not each token). (0.0, 0) when nothing completed, as vLLM."""
-    comp = req[req["status"] == "completed"]
-    if not len(comp):
+    ok = (req["status"] == "completed").to_numpy()  # (the columns it reads, not a copy of the whole frame)
+    if not ok.any():
         return 0.0, 0
-    start, end = comp["issued_s"].to_numpy(float), comp["finish_s"].to_numpy(float)
+    start, end = req["issued_s"].to_numpy(float)[ok], req["finish_s"].to_numpy(float)[ok]
     m = float(start.min())
     # buckets are kept sparse (only those a request touches): a trace spanning years costs no more
     # memory than one spanning minutes (issue 33: a 1e15 s timestamp asked for a 7 PiB dense array)
@@ -114,8 +114,8 @@ def peak_second(req) -> tuple[float, int]:
     at, where = np.unique(edges, return_inverse=True)
     conc = np.cumsum(np.bincount(where, weights=steps_, minlength=len(at)))  # from bucket at[i] on
     sums: list = []  # (bucket, tokens) pairs, one array pair per chunk
-    n = comp["generated_tokens"].to_numpy(np.int64)
-    first = comp["first_token_s"].to_numpy(float) - m
+    n = req["generated_tokens"].to_numpy(np.int64)[ok]
+    first = req["first_token_s"].to_numpy(float)[ok] - m
     keep = n > 0
     n, a = n[keep], first[keep]
     d = np.where(n > 1, (end[keep] - m - a) / np.maximum(n - 1, 1), 0.0)
@@ -141,7 +141,7 @@ def peak_second(req) -> tuple[float, int]:
     return peak, int(np.rint(conc).max())
 
 
-CHUNK = 4_000_000  # request-bucket pairs evaluated at once (peak_second)
+CHUNK = 1_000_000  # request-bucket pairs evaluated at once (peak_second: ~10 arrays of this many, 8 bytes each)
 
 
 def _count_below(x, a, d, n):
@@ -155,11 +155,12 @@ def max_in_flight(req) -> int:
     """The most requests in flight at one instant (issued, not finished; ours, not vLLM's): at most
     max_concurrency in a closed loop. vLLM's max_concurrent_requests counts every request active at
     any time within a 1-s bucket, so it may exceed the concurrency limit when requests turn over."""
-    comp = req[req["status"] == "completed"]
-    if not len(comp):
+    ok = (req["status"] == "completed").to_numpy()
+    if not ok.any():
         return 0
-    t = np.concatenate([comp["finish_s"].to_numpy(float), comp["issued_s"].to_numpy(float)])
-    step = np.concatenate([-np.ones(len(comp), np.int64), np.ones(len(comp), np.int64)])
+    t = np.concatenate([req["finish_s"].to_numpy(float)[ok], req["issued_s"].to_numpy(float)[ok]])
+    n = int(ok.sum())
+    step = np.concatenate([-np.ones(n, np.int64), np.ones(n, np.int64)])
     order = np.lexsort((step, t))  # at one instant, finishes before issues (a closed loop's hand-over)
     return int(np.cumsum(step[order]).max())
 

@@ -46,7 +46,7 @@ def test_decodes_first_then_waiting_fill_the_budget_with_chunks():
     s = schedule(b, deque([2, 3, 4]), 100, REQ, lim(budget=64))
     assert s.decode_running and s.preempt == 0
     assert s.granted == [1, 1, 20, 5, 37]  # 62 tokens left: 20 + 5 whole, then a 37-token chunk
-    assert [c[0] for c in s.admitted] == [2, 3, 4] and s.admitted_tokens == (20, 5, 37)
+    assert [c.pos for c in s.admitted] == [2, 3, 4] and s.admitted_tokens == (20, 5, 37)
     assert not s.admitted_whole
 
 
@@ -78,7 +78,7 @@ def test_kv_pressure_preempts_from_the_tail_and_admits_nothing():
 def test_prefill_first_runs_only_prompts_when_one_is_admissible():
     b = running([(0, 100, 50, 109, 10)])
     s = schedule(b, deque([3]), 100, REQ, lim(prefill_first=True))
-    assert s.granted == [0, 5] and [c[0] for c in s.admitted] == [3]
+    assert s.granted == [0, 5] and [c.pos for c in s.admitted] == [3]
     s = schedule(b, deque(), 100, REQ, lim(prefill_first=True))
     assert s.granted == [1]  # nothing waits: the decodes run
 
@@ -87,7 +87,7 @@ def test_reserve_full_prompt_admits_only_whole_prompts_that_fit():
     b = running([])
     req = queue([200, 20])
     first_chunk = schedule(b, deque([0, 1]), 5, req, lim(budget=64))  # 5 blocks = 80 tokens free
-    assert [c[0] for c in first_chunk.admitted] == [0] and first_chunk.admitted_tokens == (64,)
+    assert [c.pos for c in first_chunk.admitted] == [0] and first_chunk.admitted_tokens == (64,)
     whole = schedule(b, deque([0, 1]), 5, req, lim(budget=64, reserve_full_prompt=True))
     assert whole.admitted == ()  # 200 tokens need 13 blocks; FCFS keeps request 1 behind it
 
@@ -96,14 +96,14 @@ def test_priority_order_and_max_seqs_and_draining():
     b = running([(0, 100, 50, 109, 10)])
     req = queue([10, 10, 10, 10], priority=[0, 2, 1, 0], arrival=[0.0, 0.0, 0.0, 0.5])
     s = schedule(b, deque([1, 2, 3, 0]), 100, req, lim(priority=True, max_seqs=3))
-    assert [c[0] for c in s.admitted] == [0, 3]  # (priority, arrival, position); 3 seqs at most
+    assert [c.pos for c in s.admitted] == [0, 3]  # (priority, arrival, position); 3 seqs at most
     assert schedule(b, deque([1, 2]), 100, req, lim(), admit=False).admitted == ()
 
 
 def test_preempted_request_recomputes_its_generated_tokens():
     req = queue([40], generated=[7])
     s = schedule(running([]), deque([0]), 100, req, lim())
-    assert s.granted == [47] and s.admitted[0][4] == 7 and s.admitted_whole
+    assert s.granted == [47] and s.admitted[0].generated == 7 and s.admitted_whole
 
 
 def test_schedule_is_pure_and_the_fast_path_decides_as_the_general_one():

@@ -63,7 +63,7 @@ def test_no_evict_admits_only_when_the_whole_request_fits_beside_the_claims(free
 def test_no_evict_counts_earlier_admissions_of_the_same_step():
     req = waiting([0, 160, 160], [0, 160, 160])
     s = schedule(batch(RUN), deque([1, 2]), 9 + 20 + 19, req, lim("request"))
-    assert [c[0] for c in s.admitted] == [1]  # the second needs 20 more blocks: 48 - 29 = 19 left
+    assert [c.pos for c in s.admitted] == [1]  # the second needs 20 more blocks: 48 - 29 = 19 left
 
 
 def test_sglang_admission_reserves_remaining_output_times_the_ratio():

@@ -164,7 +164,8 @@ def test_reserve_full_prompt_admits_only_prompts_that_fit_whole(monkeypatch):
         granted = np.asarray(s.granted[:len(batch)], dtype=np.int64)
         free = free_blocks - int(np.count_nonzero(computed % lim.block_size == 0)) if s.decode_running \
             else free_blocks - int((blocks_for(computed + granted, lim.block_size) - blocks).sum())
-        for (pos, prompt, _, _, gen, _), chunk in zip(s.admitted, s.admitted_tokens):
+        for adm, chunk in zip(s.admitted, s.admitted_tokens):
+            pos, prompt, gen = adm.pos, adm.prompt, adm.generated
             assert int(blocks_for(prompt + gen, lim.block_size)) <= free, (pos, prompt + gen, free)
             free -= int(blocks_for(chunk, lim.block_size))  # what the chunk takes; the next one sees the rest
             seen.append(pos)

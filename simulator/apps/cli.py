@@ -43,7 +43,8 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
                                          clear_earlier_run, record_run_files, write_run)
     from simulator.results.metrics import ConservationError
     from simulator.policies import POLICIES
-    from simulator.apps.cli_items import check_flags, compare_items, compare_policy_args, item_label, policy_args_of
+    from simulator.apps.cli_items import (CompareItem, check_flags, compare_items, compare_policy_args, item_label,
+                                          policy_args_of)
     from simulator.policies.catalog import catalog, format_catalog
     from simulator import rerun
     from simulator.apps.recommend.cli import main as recommend_main
@@ -288,10 +289,10 @@ def simulate_main(argv) -> int:
         if args.compare:
             items = compare_items(args.compare)
             pargs = compare_policy_args(items, given)
-            labels = [item_label(p, lay, own) for p, lay, own in items]
+            labels = [item_label(it.policy, it.layout, it.args) for it in items]
         else:
-            items, pargs, labels = [(args.policy, None, ())], [given], [args.policy]
-        specs = [run_spec(p, args, lay, pa) for (p, lay, _), pa in zip(items, pargs)]  # all checked, then run
+            items, pargs, labels = [CompareItem(args.policy, None, ())], [given], [args.policy]
+        specs = [run_spec(it.policy, args, it.layout, pa) for it, pa in zip(items, pargs)]  # all checked, then run
         results = [run_one(rs, args, workload) for rs in specs]
         summaries = [r[0] for r in results]
         for note in dict.fromkeys(n for s in summaries for n in s["notes"]):  # a policy's by-design choices

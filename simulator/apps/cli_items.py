@@ -3,8 +3,17 @@ layout or its own knobs, told apart by the policy's knobs in simulator.policies.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from simulator.policies.catalog import KNOBS
+
+
+class CompareItem(NamedTuple):
+    """One --compare item: its policy, its layout (None: the policy's own) and its own arguments."""
+
+    policy: str
+    layout: str | None
+    args: tuple
 
 LAYOUT_KEYS = ("tp", "pp", "sp", "dp", "ep")  # in a --compare item, these keys build the layout (unless the
 # policy takes the key as its own knob: sidp's tp and dp)
@@ -34,7 +43,7 @@ def _split_outside_parens(text: str) -> list[str]:
     return parts + ["".join(cur)]
 
 
-def compare_items(text: str) -> list[tuple[str, str | None, tuple]]:
+def compare_items(text: str) -> list[CompareItem]:
     """--compare 'tp,layout:tp=2,pp=4,shift:threshold=128' -> [('tp', None, ()), ('layout', 'tp=2,pp=4', ()),
     ('shift', None, (('threshold', '128'),))]: what follows a policy after ':' (a comma list, so it takes
     the '=' tokens after it) is its own: keys the policy takes as knobs are its arguments (sidp's tp, dp
@@ -69,7 +78,7 @@ def compare_items(text: str) -> list[tuple[str, str | None, tuple]]:
                 args.append((k, v.strip()))
         if policy == "layout" and not layout:
             raise ValueError(f"--compare {text!r}: 'layout' needs its layout, e.g. layout:tp=2,pp=4")
-        out.append((policy, ",".join(layout) or None, tuple(args)))
+        out.append(CompareItem(policy, ",".join(layout) or None, tuple(args)))
     return out
 
 
@@ -83,14 +92,14 @@ def compare_policy_args(items: list[tuple], given: tuple) -> list[tuple]:
     """Each --compare item's arguments: --policy-arg knobs that its policy takes, then its own (which win).
     A --policy-arg knob that no compared policy takes is an error naming it."""
     for k, _ in given:
-        if not any(k in {n.name for n in KNOBS.get(p, ())} or p not in KNOBS for p, _, _ in items):
-            raise ValueError(f"--policy-arg {k}: none of the compared policies ({', '.join(p for p, _, _ in items)}) "
+        if not any(k in {n.name for n in KNOBS.get(it.policy, ())} or it.policy not in KNOBS for it in items):
+            raise ValueError(f"--policy-arg {k}: none of the compared policies ({', '.join(it.policy for it in items)}) "
                              "takes it (`simulate policies` lists each one's knobs)")
     out = []
-    for p, _, own in items:
-        takes = {n.name for n in KNOBS.get(p, ())}
-        mine = dict((k, v) for k, v in given if k in takes or p not in KNOBS)
-        mine.update(own)
+    for it in items:
+        takes = {n.name for n in KNOBS.get(it.policy, ())}
+        mine = dict((k, v) for k, v in given if k in takes or it.policy not in KNOBS)
+        mine.update(it.args)
         out.append(tuple(mine.items()))
     return out
 

@@ -23,7 +23,8 @@ class Arrivals:
     """The issuing process of one run and the state engines and the cluster read from it."""
 
     def __init__(self, env, arrival_s, issue, max_concurrency: int = 0, turnaround_s: float = 0.0):
-        self.env, self.arrival_s, self.issue = env, arrival_s, issue  # issue(pos, at_boundary)
+        # (Python floats: the same numbers as the float64 array, without numpy scalar arithmetic per request)
+        self.env, self.arrival_s, self.issue = env, [float(t) for t in arrival_s], issue  # issue(pos, at_boundary)
         self.limit = max_concurrency
         self.turnaround_s = turnaround_s if max_concurrency else 0.0  # (open loop: no client slots)
         self.in_flight = 0

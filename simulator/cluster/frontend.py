@@ -10,12 +10,15 @@ thread, so requests are tokenized in the order they arrive (docs/frameworks.md, 
       returns; prompts sent meanwhile wait for the next batch, which starts when the thread is free.
 The client's clock runs meanwhile: a request's `issued_s` is its send time, so TTFT includes the wait and
 the tokenization. One front end serves the whole deployment (one API server, as the three servers start
-by default). Cost: one bare timeout (a callback, no process) per request, one more per prompt joining an
-open window; never per token (benchmarks/sim_speed.py).
+by default). Cost: one bare timeout (a callback, no process) per request, about one per micro-batch; a
+prompt joining an open window moves the batch's return later without a timeout of its own (the pending one
+fires early and waits on to the exact instant); never per token (benchmarks/sim_speed.py).
 """
 from __future__ import annotations
 
 from collections import deque
+
+from simulator.engine.stretch import delay_toward
 
 
 class Tokenizer:
@@ -34,7 +37,8 @@ class Tokenizer:
         self.batch: list = []  # the batch being collected or tokenized (positions)
         self.deadline_s = -1.0  # when the open window closes (prompts sent before it join the batch)
         self.end_s = 0.0  # when the batch's tokenizer call returns
-        self._end = None  # the timeout of that return (a superseded one is ignored)
+        self._end = None  # the pending timeout towards that return (a superseded one is ignored)
+        self._end_at = self._return_s = 0.0  # when that timeout fires; when the call returns (>= it)
 
     @property
     def active(self) -> bool:
@@ -61,13 +65,25 @@ class Tokenizer:
             self.queue.append((pos, cost))
 
     def _schedule(self, end_s: float) -> None:
+        """The batch's call returns at end_s: at now + max(0, end_s - now), exactly. A pending timeout that
+        fires no later is kept (it waits on from there: `_returned`); else a new one supersedes it."""
+        now = self.env.now
         self.end_s = end_s
-        self._end = self.env.timeout(max(0.0, end_s - self.env.now))
+        self._return_s = at = now + max(0.0, end_s - now)
+        if self._end is None or self._end_at > at:
+            self._timeout(max(0.0, end_s - now), at)
+
+    def _timeout(self, delay_s: float, at: float) -> None:
+        self._end, self._end_at = self.env.timeout(delay_s), at
         self._end.callbacks.append(self._returned)
 
     def _returned(self, ev) -> None:
         if ev is not self._end:
-            return  # superseded: the batch grew after this timeout was set
+            return  # superseded: the batch's return moved earlier after this timeout was set
+        now = self.env.now
+        if now < self._return_s:  # the batch grew since: on to its return, exactly then
+            self._timeout(delay_toward(now, self._return_s), self._return_s)
+            return
         done, self.batch, self._end = self.batch, [], None
         for pos in done:
             self.deliver(pos)

@@ -7,7 +7,10 @@ generated_i = generated_base[i] + D. A k-step decode stretch is then D += k, plu
 that stretch opens, counted from how many requests sit at each position within a block (at most
 block_size groups). Only requests that change individually (admitted, prefilling, finished,
 preempted) are touched one by one; columns are plain lists (batches are small next to numpy's
-per-call cost, ~2 us here).
+per-call cost, ~2 us here). The running order starts with requests that decode (`lead` of them: past
+their prefill, one token wanted), and the others (prefill chunks, just admitted) follow; a step that is
+not all-decode reads those others one by one and the leading decoders in aggregate (their count, the
+blocks they open, their keys), so its cost is O(requests not decoding), not O(batch) (issue 36).
 
 With prefix caching (engine/prefix.py) a request may hold some of its leading blocks through the
 cache (`own` of them, shared with other requests): `blocks` and `used_blocks` count only its private
@@ -43,7 +46,7 @@ class RunningBatch:
     exactly one token (a hint for the scheduler's fast path); `used_blocks`: KV blocks held."""
 
     __slots__ = ("block_size", "idx", "prompt", "output", "cbase", "gbase", "clock", "sum_cbase",
-                 "used_blocks", "phase", "decoding", "own", "_left", "_key")
+                 "used_blocks", "phase", "decoding", "lead", "own", "_left", "_key")
 
     def __init__(self, block_size: int):
         self.block_size = block_size
@@ -57,6 +60,7 @@ class RunningBatch:
         self.used_blocks = 0
         self.phase: dict = {}  # cbase mod block_size -> requests (who open a block together)
         self.decoding = True
+        self.lead = 0  # batch positions [0, lead) decode next: generated > 0 and one token wanted (grow_lead)
         self.own: list = []  # KV blocks each request holds through the prefix cache (not its own)
         # completion order: a heap of (output - gbase, position) — a request finishes when the clock
         # reaches its key — with stale entries (key changed, request gone) dropped when they surface
@@ -156,10 +160,21 @@ class RunningBatch:
 
     def set(self, i: int, computed: int, generated: int) -> None:
         """Request i now has `computed` tokens cached and `generated` sampled."""
-        self._add(self.cbase[i] + self.clock, -1)
-        self.cbase[i] = computed - self.clock
-        self.gbase[i] = generated - self.clock
-        self._add(computed, 1)
+        d, bs, old = self.clock, self.block_size, self.cbase[i]
+        if computed != old + d:  # (_add(old, -1) then _add(computed, +1), in one)
+            new = computed - d
+            self.sum_cbase += new - old
+            self.used_blocks += -(-computed // bs) - -(-(old + d) // bs)
+            phase, po, pn = self.phase, old % bs, new % bs
+            if po != pn:
+                n = phase[po] - 1
+                if n:
+                    phase[po] = n
+                else:
+                    del phase[po]
+                phase[pn] = phase.get(pn, 0) + 1
+            self.cbase[i] = new
+        self.gbase[i] = generated - d
         if self._key[self.idx[i]] != self.output[i] - self.gbase[i]:
             self._order(self.idx[i], self.output[i] - self.gbase[i])
 
@@ -172,6 +187,8 @@ class RunningBatch:
         """Drop the requests at batch positions `at` (ascending); what they left (Left, in order)."""
         d, gone = self.clock, []
         for i in reversed(at):
+            if i < self.lead:
+                self.lead -= 1
             self._add(self.cbase[i] + d, -1)
             self.used_blocks += self.own[i]
             del self._key[self.idx[i]]
@@ -181,9 +198,25 @@ class RunningBatch:
         gone.reverse()
         return gone
 
+    def grow_lead(self) -> int:
+        """Extend the leading decoders over the requests after them that decode now (each joins once:
+        O(1) amortised); how many lead."""
+        i, n, d = self.lead, len(self.idx), self.clock
+        prompt, cbase, gbase = self.prompt, self.cbase, self.gbase
+        while i < n and gbase[i] + d > 0 and prompt[i] + gbase[i] - cbase[i] == 1:
+            i += 1
+        self.lead = i
+        return i
+
     def pop_tail(self) -> Left:
         """Remove the last request (recompute preemption): its position and tokens generated."""
         return self.remove([len(self.idx) - 1])[0]
+
+    def opened_blocks(self, k: int) -> int:
+        """KV blocks k decode steps of every request would open (a request whose computed tokens are
+        q block_size + r opens ceil((r + k) / block_size) - (r > 0)); O(block_size), not O(batch)."""
+        bs, d = self.block_size, self.clock
+        return sum(n * (-(-((ph + d) % bs + k) // bs) - ((ph + d) % bs > 0)) for ph, n in self.phase.items())
 
     def decode(self, k: int) -> None:
         """Every request computed and sampled k more tokens (a k-step decode stretch)."""

@@ -72,6 +72,7 @@ class Engine(EngineCore):
         # queued while a step runs waits for the step after next. _queued_s: when each waiting request was
         # queued here; _step_start: when the step last scheduled began (None: idle or parked since)
         self.schedule_ahead, self._queued_s, self._step_start, self.held_back = schedule_ahead, {}, None, 0
+        self._queue_blocked = False  # the stretch in progress began with its queue's head refused (_blocks_tail)
         self.proc = env.process(self._loop())
 
     # ---- what policies and the cluster use ------------------------------------------------
@@ -124,7 +125,8 @@ class Engine(EngineCore):
         self.waiting.append(pos)
         if self.schedule_ahead:
             self._queued_s[pos] = self.env.now
-        self._wake_or_cut(at_boundary)
+        if not (self._queue_blocked and self.in_stretch):  # (else it cannot run before the stretch ends)
+            self._wake_or_cut(at_boundary)
 
     def hold(self, drain: bool = False, on_parked=None) -> None:
         """Park before the next step (after the step in progress, or once the running batch is
@@ -177,6 +179,7 @@ class Engine(EngineCore):
                 plan = self.begin_step()  # schedule
                 start, st = env.now, self._stretch_for(plan)  # run: k decode steps in closed form, or one step
                 if st is not None:
+                    self._queue_blocked = self._blocks_tail()
                     ended = yield from self.sleep_stretch(st)
                     k, dur = ended.steps, ended.duration_s
                 else:
@@ -202,6 +205,18 @@ class Engine(EngineCore):
             return None
         return Stretch(self.env.now, line.c0_s, line.c1_s_per_key, agg.decode_kv_tokens, agg.decode_seqs, line.steps)
 
+    def _blocks_tail(self) -> bool:
+        """Whether a decode stretch starting now cannot admit a request that joins the queue's tail before it
+        ends, so such a request need not cut it (issue 36: under overload every arrival cut every stretch).
+        True when requests wait that this step's scheduler refused (it may admit: no hold) and nothing in the
+        stretch can change that: FCFS order (the head stays first), a rule whose room never grows while
+        decoding (vLLM's "chunk" and "prompt": fewer free blocks each step; TRT-LLM's "request": free less
+        reserved stays put; not SGLang's decaying ratio), the same running set (same budget and seats) and no
+        prefix cache (its hits move with evictions). Step by step, the same steps refuse the same head."""
+        lim = self.limits
+        return bool(self.waiting) and self._held is None and self.cache is None and not lim.priority \
+            and lim.reserve != "sglang"
+
     def begin_step(self) -> step.StepPlan:
         """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
         mode and step table."""
@@ -218,7 +233,7 @@ class Engine(EngineCore):
         self.held_back = len(late)
         if self.schedule_ahead:
             for adm in s.admitted:
-                self._queued_s.pop(adm[0], None)
+                self._queued_s.pop(adm.pos, None)
             self._step_start = self.env.now
         if not s.granted or (not s.decode_running and sum(s.granted) == 0):
             raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "

@@ -66,6 +66,17 @@ class Waiting:
     arrival_s: np.ndarray
 
 
+class Admitted(NamedTuple):
+    """A waiting request the step admits: its position, prompt and output tokens, the tokens it starts
+    with computed (its prefix-cache hit) and generated (> 0 after a preemption: it recomputes them)."""
+
+    pos: int
+    prompt: int
+    output: int
+    hit: int
+    generated: int
+
+
 class Schedule(NamedTuple):
     """What the next step runs. The engine first drops the `preempt` last running requests, then
     appends `admitted` (columns of the running batch); `granted` is per request of the result.
@@ -73,10 +84,11 @@ class Schedule(NamedTuple):
 
     granted: list  # tokens per running request kept, then per admitted request
     preempt: int = 0  # running requests preempted from the tail (recompute)
-    admitted: tuple = ()  # (idx, prompt, output, computed=hit tokens, generated, blocks=0) per admitted request
+    admitted: tuple = ()  # an Admitted per admitted request, in order
     admitted_tokens: tuple = ()  # tokens granted to each admitted request (its first chunk)
     decode_running: bool = False  # each kept running request decodes exactly one token
     admitted_whole: bool = True  # every admitted request got its whole prompt (+ recompute): it samples next
+    decoders: int = 0  # the first running requests, each granted one token as a decoder (RunningBatch.lead)
 
 
 def grant_in_order(wants: list, budget: int) -> list:
@@ -110,8 +122,17 @@ def reserved_blocks(batch, lim: Limits, ratio: float = 0.0) -> int:
     return 0
 
 
+def _step_blocks(needed: int, lim: Limits) -> int:
+    """Blocks the running requests' grants of this step take out of the free ones before admission: under
+    TRT-LLM's rule none, since their reservations (reserved_blocks: each one's blocks to completion, this
+    step's included, as GuaranteedNoEvictScheduler's getRemainingBlocksToCompletion) already hold them;
+    counting them twice made a waiting request's fit depend on how many running requests crossed a block
+    boundary that step (issue 36: the fast path disagreed with step by step)."""
+    return 0 if lim.reserve == "request" else needed
+
+
 def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, left: int, free: int,
-           decode_running: bool = False, cache=None, reserved: int = 0) -> Schedule | None:
+           decode_running: bool = False, cache=None, reserved: int = 0, decoders: int = 0) -> Schedule | None:
     """Admit waiting requests into `left` tokens and `free` blocks, of which `reserved` are claimed
     by running requests (reserved_blocks); None if none fits."""
     cols, toks, whole = [], [], True
@@ -141,7 +162,7 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
             break
         if cost:
             taken.update(new)
-        cols.append((pos, prompt, int(req.output_tokens[pos]), hit, gen, 0))
+        cols.append(Admitted(pos, prompt, int(req.output_tokens[pos]), hit, gen))
         toks.append(n_new)
         whole = whole and n_new == target
         left -= n_new
@@ -150,7 +171,7 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
             reserved += -(-fit // bs) - -(-n_new // bs)
     if not cols:
         return None
-    return Schedule(granted + toks, 0, tuple(cols), tuple(toks), decode_running, whole)
+    return Schedule(granted + toks, 0, tuple(cols), tuple(toks), decode_running, whole, decoders)
 
 
 def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True,
@@ -170,28 +191,36 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
         # so nothing is preempted (the same decisions as below, in O(1))
         granted = [1] * n
         if admit and waiting:
-            got = _admit(granted, n, waiting, req, lim, lim.budget - n, free_blocks - batch.entering_block(), True,
-                         cache, reserved)
+            got = _admit(granted, n, waiting, req, lim, lim.budget - n, free_blocks - _step_blocks(batch.entering_block(), lim),
+                         True, cache, reserved, n)
             if got is not None:
                 return got
-        return Schedule(granted, decode_running=True)
-    cap, bs = lim.chunk_cap, lim.block_size
-    wants = [min(w, cap) for w in batch.wants()]
-    granted = wants if sum(wants) <= lim.budget else grant_in_order(wants, lim.budget)
-    blocks, computed = batch.blocks(), batch.computed()
-    need = [-(-(c + g) // bs) - -(-c // bs) for c, g in zip(computed, granted)]
-    keep, needed, free = n, sum(need), free_blocks
+        return Schedule(granted, decode_running=True, decoders=n)
+    # the leading decoders (batch.lead) want one token each and open a block when their computed tokens
+    # fill one (c % block_size == 0): counted in aggregate; the requests after them one by one
+    cap, bs, d = lim.chunk_cap, lim.block_size, batch.clock
+    lead = batch.lead if batch.lead <= lim.budget else 0  # (a budget below the decoders: grant in order)
+    prompt, cbase, gbase, own = batch.prompt, batch.cbase, batch.gbase, batch.own
+    wants = [min(prompt[i] + gbase[i] - cbase[i], cap) for i in range(lead, n)]
+    left = lim.budget - lead
+    rest = wants if sum(wants) <= left else grant_in_order(wants, left)
+    computed = [cbase[i] + d for i in range(lead, n)]
+    need = [-(-(c + g) // bs) - -(-c // bs) for c, g in zip(computed, rest)]
+    needed = batch.entering_block() - sum(1 for c in computed if c % bs == 0) + sum(need)
+    keep, free = n, free_blocks
     while keep > 0 and needed > free:  # preempt the last request: its KV frees, its tokens are not needed
         keep -= 1
-        needed -= need[keep]
-        free += blocks[keep]
+        c = computed[keep - lead] if keep >= lead else cbase[keep] + d
+        needed -= need[keep - lead] if keep >= lead else c % bs == 0
+        free += -(-c // bs) - own[keep]  # its private blocks
         if cache is not None:  # and the cache blocks only it holds
             free += cache.sole_blocks(batch.idx[keep])
+    granted = [1] * lead + rest
     if keep < n:  # vLLM v1: no admission in a step that preempted
-        return Schedule(granted[:keep], n - keep)
+        return Schedule(granted[:keep], n - keep, decoders=min(lead, keep))
     if admit and waiting:
-        got = _admit(granted, n, waiting, req, lim, lim.budget - sum(granted), free - needed, cache=cache,
-                     reserved=reserved)
+        got = _admit(granted, n, waiting, req, lim, lim.budget - lead - sum(rest), free - _step_blocks(needed, lim),
+                     cache=cache, reserved=reserved, decoders=lead)
         if got is not None:
             return got
-    return Schedule(granted)
+    return Schedule(granted, decoders=lead)

@@ -36,7 +36,8 @@ def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
         recs.generated[pos] = left.generated
         waiting.appendleft(pos)
     scheduled = recs.scheduled_s
-    for pos, prompt, out, hit, gen, _ in s.admitted:
+    for adm in s.admitted:
+        pos, prompt, hit = adm.pos, adm.prompt, adm.hit
         if waiting[0] == pos:
             waiting.popleft()
         else:
@@ -49,9 +50,9 @@ def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
             recs.prefix_query_tokens[pos] += prompt
             recs.prefix_hit_tokens[pos] += hit
             cache.admit(pos, hit)
-            batch.append(pos, prompt, out, hit, gen, hit // batch.block_size)
+            batch.append(pos, prompt, adm.output, hit, adm.generated, hit // batch.block_size)
         else:
-            batch.append(pos, prompt, out, 0, gen)
+            batch.append(pos, prompt, adm.output, 0, adm.generated)
 
 
 def _sums(grants, contexts) -> tuple:
@@ -80,11 +81,17 @@ def aggregates(batch, s) -> StepAgg:
         dn = len(s.granted) - len(adm)
         if not adm:
             return StepAgg(0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0)
-        hits = [a[3] for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
+        hits = [a.hit for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
         pt, ps, pairs, pkv, adn, adkv = _sums(adm, hits)
         dkv = batch.sum_computed - sum(hits) + dn + adkv if dn + adn else 0  # the decoders' keys, then theirs
         return StepAgg(pt, ps, float(pairs), float(pkv), dn + adn, float(dkv))
-    pt, ps, pairs, pkv, dn, dkv = _sums(s.granted, batch.computed())
+    # the leading decoders (s.decoders: one token each after their context) in aggregate, the rest one by one
+    lead, d, cbase = s.decoders, batch.clock, batch.cbase
+    rest = [cbase[i] + d for i in range(lead, len(s.granted))]
+    pt, ps, pairs, pkv, dn, dkv = _sums(s.granted[lead:], rest)
+    if lead:
+        dn += lead
+        dkv += batch.sum_computed - sum(rest) + lead
     return StepAgg(pt, ps, float(pairs), float(pkv), dn, float(dkv))
 
 
@@ -94,7 +101,10 @@ def all_decode(batch, s, agg: StepAgg) -> bool:
     if s.decode_running:  # the decoders, and no prompt admitted
         return not s.admitted_tokens
     dn = agg.decode_seqs
-    return bool(dn == len(s.granted) and dn and not s.admitted and min(batch.generated()) > 0)
+    if not (dn == len(s.granted) and dn and not s.admitted):
+        return False
+    d, gbase = batch.clock, batch.gbase  # (the leading decoders have generated tokens)
+    return all(gbase[i] + d > 0 for i in range(s.decoders, len(gbase)))
 
 
 def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) -> list:
@@ -109,10 +119,10 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) ->
     n_run = len(s.granted) - len(s.admitted)
     if s.decode_running:
         fix = range(n_run, len(s.granted))
-    else:
-        prompt, out = batch.prompt, batch.output
-        fix = [i for i, (g, c, gen) in enumerate(zip(s.granted, batch.computed(), batch.generated()))
-               if g != 1 or gen == 0 or out[i] == 0 or c + 1 != prompt[i] + gen]
+    else:  # (a leading decoder is none of these: s.decoders)
+        prompt, out, cbase, gbase, d, granted = batch.prompt, batch.output, batch.cbase, batch.gbase, batch.clock, s.granted
+        fix = [i for i in range(s.decoders, len(granted)) if granted[i] != 1 or gbase[i] + d == 0 or out[i] == 0
+               or cbase[i] + 1 != prompt[i] + gbase[i]]
     before = [(batch.cbase[i] + batch.clock, batch.gbase[i] + batch.clock) for i in fix]
     batch.decode(1)
     done = []
@@ -140,13 +150,28 @@ def still_decoding(batch, s) -> bool:
     """After a step that was not all-decode (and its completions): does every running request
     decode next? (after one that was, the rest still do)."""
     if s.decode_running:  # the decoders still do; admitted requests do if their prompt was whole
+        batch.grow_lead()
         return s.admitted_whole
-    return all(g > 0 for g in batch.generated()) and all(w == 1 for w in batch.wants())
+    return batch.grow_lead() == len(batch)  # every request past its prefill, one token wanted
 
 
 def stretch_steps(batch, free_blocks: int, block_size: int) -> int:
     """Decode steps that can run in closed form from an all-decode step that neither admitted nor
     preempted: the next steps have the same budget, fewer free blocks and the same running set, so
-    nothing can change before the first completion or the KV bound (each sequence takes at most
-    ceil(k / block_size) new blocks in k steps)."""
-    return max(1, min(batch.first_completion(), (free_blocks // len(batch)) * block_size))
+    nothing can change before the first completion or the KV bound: the most steps whose new blocks
+    (RunningBatch.opened_blocks, from the requests' positions within their blocks) the free blocks hold,
+    at least ceil(k / block_size) per sequence (the bound before issue 36) and at least one step."""
+    k_max = batch.first_completion()
+    lo = max(1, min(k_max, (free_blocks // len(batch)) * block_size))  # (each sequence: <= ceil(k / bs) blocks)
+    if lo >= k_max or batch.opened_blocks(lo + 1) > free_blocks:
+        return lo
+    hi = k_max  # bisect: opened_blocks(lo) fits, find the last k <= k_max that does
+    if batch.opened_blocks(hi) <= free_blocks:
+        return hi
+    while hi - lo > 1:  # opened_blocks(lo) <= free < opened_blocks(hi)
+        mid = (lo + hi) // 2
+        if batch.opened_blocks(mid) <= free_blocks:
+            lo = mid
+        else:
+            hi = mid
+    return lo

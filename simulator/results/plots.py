@@ -8,6 +8,8 @@ which splits a run's recorded step times into perfmodel's named cost terms.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import matplotlib
 import numpy as np
 import pandas as pd
@@ -20,6 +22,19 @@ from perfmodel.cost import TERMS, step_cost  # noqa: E402
 from perfmodel.framework import DEFAULT_FRAMEWORK  # noqa: E402
 from perfmodel.layout import LayoutError, ParallelLayout  # noqa: E402
 from simulator.results.metrics import time_series  # noqa: E402
+
+
+class RunFrames(NamedTuple):
+    """One run as the figures take it: its label, requests frame and steps frame (None: no steps)."""
+
+    name: str
+    requests: object
+    steps: object = None
+
+
+def _runs(runs) -> list:
+    """The runs as RunFrames (a caller's plain (label, requests[, steps]) tuple is read once, here)."""
+    return [r if isinstance(r, RunFrames) else RunFrames(r[0], r[1], r[2] if len(r) > 2 else None) for r in runs]
 
 # colours of the cost terms, one per name in perfmodel.cost.TERMS (collectives in blue/green tones)
 TERM_COLORS = {"gemm": "#4c72b0", "attention": "#dd8452", "elementwise": "#937860",
@@ -106,20 +121,21 @@ def timeline_figure(runs: list, window_s: float = 10.0, title: str | None = None
     band per lane: a policy's colour, one shade and hatch per mode, blank = idle); one line per
     (label, requests frame, steps frame) run, one colour per run in every panel. `title`: the
     figure's title (run_title names model, hardware and trace)."""
+    runs = _runs(runs)
     fig, axes = plt.subplots(5, 1, figsize=(10, 11.5 + 1.2 * (len(runs) > 4)), sharex=True,
                              gridspec_kw={"height_ratios": [1, 1, 1, 1, 1.3 + 0.6 * (len(runs) > 4)]})
-    colors = _policy_colors(name for name, _, _ in runs)
+    colors = _policy_colors(r.name for r in runs)
     w = max(window_s, 1e-9)
-    t_end = max([float(r["arrival_s"].max()) for _, r, _ in runs if len(r)]
-                + [float((s["start_s"] + s["duration_s"]).max()) for _, _, s in runs if len(s)] + [w])
-    t0 = min([float(r["arrival_s"].min()) for _, r, _ in runs if len(r)] or [0.0]) // w * w
+    t_end = max([float(r.requests["arrival_s"].max()) for r in runs if len(r.requests)]
+                + [float((r.steps["start_s"] + r.steps["duration_s"]).max()) for r in runs if len(r.steps)] + [w])
+    t0 = min([float(r.requests["arrival_s"].min()) for r in runs if len(r.requests)] or [0.0]) // w * w
     edges = np.arange(t0, t_end + w, w)
     if runs:  # the runs replay one trace: its arrivals once, counted over every window (empty ones too)
-        counts, _ = np.histogram(runs[0][1]["arrival_s"].to_numpy(float), edges)
+        counts, _ = np.histogram(runs[0].requests["arrival_s"].to_numpy(float), edges)
         axes[0].plot(edges[:-1], counts / w, color="0.25", label="arrivals")
     bands, mode_handles = [], []  # bands: (lane label, colour, [(shade, fractions per window)])
-    per_engine = sum(s["engine"].nunique() for _, _, s in runs if len(s)) <= MAX_LANES
-    for name, req, steps in runs:
+    per_engine = sum(r.steps["engine"].nunique() for r in runs if len(r.steps)) <= MAX_LANES
+    for name, req, steps in ((r.name, r.requests, r.steps) for r in runs):
         c = colors[name]
         ts = time_series(req, steps, w)
         t = ts.index.to_numpy()
@@ -188,10 +204,11 @@ def timeline_figure(runs: list, window_s: float = 10.0, title: str | None = None
 def cdf_figure(runs: list, title: str | None = None, log: bool = True):
     """Empirical CDFs of TTFT and TPOT (completed requests), one line per run: (label, requests
     frame) or (label, requests frame, steps frame) as timeline_figure takes; log x axis in ms."""
+    runs = _runs(runs)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8 + 0.3 * bool(title)))
-    colors = _policy_colors(r[0] for r in runs)
-    for name, req, *_ in runs:
-        comp = req[req["status"] == "completed"]
+    colors = _policy_colors(r.name for r in runs)
+    for r in runs:
+        name, comp = r.name, r.requests[r.requests["status"] == "completed"]
         for ax, col in zip(axes, ("ttft_ms", "tpot_ms")):
             v = np.sort(comp[col].dropna().to_numpy())
             v = v[v > 0] if log else v
