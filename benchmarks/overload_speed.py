@@ -1,0 +1,102 @@
+"""Speed at every load (issue 36): the simulator's cost per request below, at and past saturation.
+
+The deployment of the issue: Llama-3.1-8B fp8 on 8 x H100 SXM, DP=8, the calibrated h100_sxm profile,
+BurstGPT-like arrivals (gamma, burstiness 0.5, lengths resampled from traces/burstgpt.csv). Its saturated
+rate is measured first (a probe: 20k requests at 2,000 req/s, every engine's queue full; served requests
+per second of the span), then n requests are replayed at 0.5x, 1x, 2x and 4x that rate; each line prints
+wall seconds, us per request, engine-loop turns, preemptions, median queue and the process's peak RSS.
+The cost per request at each load is printed against the 0.5x run's: `--strict` exits 1 past 2x (the
+issue's bound; a benchmark, not a test: tests assert no wall-clock time). `--cli` adds the issue's own
+command (1M requests at 300 req/s, --out) as a subprocess, and a machine yardstick: a fixed `python -c`
+loop timed in the same sitting, so figures from different machines can be compared in yardsticks.
+
+    python benchmarks/overload_speed.py [--n 100000] [--factors 0.5,1,2,4] [--cli] [--strict]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+from simulator.run import RunSpec, run
+from simulator.workload import load_trace
+
+SPEC = RunSpec(policy="dp", model="llama-3.1-8b", hardware="h100_sxm", gpus=8)
+TRACE = "synthetic:gamma?rate={rate:g}&burstiness=0.5&n={n}&lengths=burstgpt.csv"
+CLI = ("--trace", TRACE.format(rate=300, n=1_000_000), "--policy", "dp", "--model", "llama-3.1-8b",
+       "--hardware", "h100_sxm", "--gpus", "8")
+YARDSTICK = "sum(i * i for i in range(10**7))"  # ~0.4 s of pure-Python loop on this 2-core machine
+
+
+def rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
+
+
+def replay(rate: float, n: int):
+    """(wall seconds, the Run) of n requests at `rate` req/s."""
+    w = load_trace(TRACE.format(rate=rate, n=n), seed=0)
+    t0 = time.perf_counter()
+    r = run(w, SPEC)
+    return time.perf_counter() - t0, r
+
+
+def saturated_rate() -> float:
+    """Served requests per second with every queue full (20k requests at 2,000 req/s)."""
+    _, r = replay(2000.0, 20_000)
+    req = r.requests[r.requests["status"] == "completed"]
+    return len(req) / float(req["finish_s"].max() - req["first_token_s"].min())
+
+
+def yardstick_s() -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", YARDSTICK], check=True)
+    return time.perf_counter() - t0
+
+
+def cli_run() -> tuple[float, float]:
+    """(wall seconds, peak RSS GB of the child) of the issue's 1M-request command with --out."""
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "simulator.apps.cli", *CLI, "--out", f"{d}/out"], check=True,
+                       capture_output=True)
+        wall = time.perf_counter() - t0
+    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=100_000, help="requests per load (default 100k)")
+    p.add_argument("--factors", default="0.5,1,2,4", help="loads as multiples of the saturated rate")
+    p.add_argument("--cli", action="store_true", help="also time the issue's 1M-request CLI command")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a load costs over 2x the lightest per request")
+    a = p.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    sat = saturated_rate()
+    print(f"saturated rate (DP=8 Llama-3.1-8B, 8 x H100 SXM, calibrated profile, BurstGPT lengths): {sat:.0f} req/s")
+    per = {}
+    for f in (float(x) for x in a.factors.split(",")):
+        wall, r = replay(f * sat, a.n)
+        per[f] = wall / a.n
+        req = r.requests
+        print(f"  {f:g}x = {f * sat:.0f} req/s, {a.n:,} requests: {wall:.2f} s wall, {1e6 * per[f]:.1f} us/request, "
+              f"{len(r.steps):,} loop turns, {int(req['preemptions'].sum()):,} preemptions, median queue "
+              f"{req['queue_ms'].median() / 1e3:.1f} s, peak RSS {rss_gb():.2f} GB")
+    base = per[min(per)]
+    ratios = {f: v / base for f, v in per.items()}
+    print("  cost per request vs the lightest load: " + ", ".join(f"{f:g}x {x:.2f}" for f, x in ratios.items())
+          + " (bound 2.00)")
+    if a.cli:
+        y = yardstick_s()
+        wall, peak = cli_run()
+        print(f"CLI: simulate {' '.join(CLI)} --out DIR: {wall:.1f} s wall (bound 30 s), peak RSS {peak:.2f} GB "
+              f"(bound 1 GB); machine yardstick (python -c '{YARDSTICK}') {y:.2f} s = {wall / y:.0f} yardsticks")
+    if a.strict and max(ratios.values()) > 2.0:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
