@@ -33,8 +33,14 @@ class Arrivals:
         self._slot = None  # closed loop: the event a completion frees a slot with
 
     def start(self) -> None:
-        """Start issuing (after the engines exist: they wait for work first)."""
-        self.env.process(self._closed() if self.limit else self._open())
+        """Start issuing (after the engines exist: they wait for work first). The open loop is a chain of
+        bare timeouts whose callback issues what is due (no process: one generator resume less per
+        arrival), from a timeout of 0 now (after the engines' starts: nothing else is due at 0 yet)."""
+        if self.limit:
+            self.env.process(self._closed())
+            return
+        self._pos = 0
+        self.env.timeout(0.0).callbacks.append(self._open)
 
     def due(self):
         """An event to wait for while requests arriving now are still to be issued, else None."""
@@ -74,16 +80,21 @@ class Arrivals:
             ev, self._flushed = self._flushed, None
             ev.succeed()
 
-    def _open(self):
-        arrivals, env = self.arrival_s, self.env
-        for pos in range(len(arrivals)):
+    def _open(self, _event) -> None:
+        """Issue every request due now, then wait (one timeout, or two when no delay lands on the next
+        arrival time exactly) for the next one."""
+        arrivals, env, pos = self.arrival_s, self.env, self._pos
+        while pos < len(arrivals):
             t = arrivals[pos]
-            if t > env.now:  # (_wait_until's steps, inline: no generator per arrival)
+            if t > env.now:
+                self._pos = pos
                 self._flush(t)
-                while env.now < t:
-                    yield env.timeout(delay_toward(env.now, t))
+                env.timeout(delay_toward(env.now, t)).callbacks.append(self._open)
+                return
             issued = self.issue(pos, True)  # (issue may end the request at once: finished() runs first)
             self.in_flight += issued
+            pos += 1
+        self._pos = pos
         self._flush(math.inf)
 
     def _closed(self):
