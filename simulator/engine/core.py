@@ -6,8 +6,8 @@
               load figures) and names this engine in the request's records
     sleep     a k-step decode stretch in closed form (simulator.engine.stretch), cut short after the step
               in progress when a request arrives (`cut`); one step is one simpy timeout
-    record    one StepRow per step or stretch (simulator.results.records), the `waiting` column being the
-              queue where the engine's policy queues requests (`report_queue`), KV per GPU
+    record    one step row per step or stretch (StepRecords.add: StepRow's fields by name), the `waiting`
+              column being the queue where the engine's policy queues requests (`report_queue`), KV per GPU
     complete  a request's last token: finish time and tokens in its records, out of the engine's counts,
               then the finish hooks (the cluster's, a policy's), in completion order
 
@@ -19,7 +19,6 @@ columns each engine writes go through here or through engine/step.py (tests/test
 from __future__ import annotations
 
 from collections import deque
-
 
 from .stretch import Stretch, sleep_stretch
 
