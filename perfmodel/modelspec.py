@@ -23,6 +23,9 @@ EXPERTS_ONLY = ("mxfp4", "int4")  # 4-bit W4A16 schemes that quantise the routed
 # Hugging Face ids of the bundled presets (matched case-insensitively, with or without -Instruct).
 HF_IDS = {
     "meta-llama/llama-3.1-8b": "llama-3.1-8b",
+    # NVIDIA's ModelOpt FP8 quantisation of Llama-3.1-8B-Instruct (huggingface.co/nvidia/Llama-3.1-8B-Instruct-FP8):
+    # the same architecture, weights and activations in fp8; pass weights="fp8" (its rows' gemm_quant_mode says so)
+    "nvidia/llama-3.1-8b-instruct-fp8": "llama-3.1-8b",
     "meta-llama/llama-3.1-70b": "llama-3.1-70b",
     "meta-llama/llama-3.3-70b": "llama-3.3-70b",
     "meta-llama/llama-3-70b": "llama-3.1-70b",  # same shapes as 3.1-70B (Flying Serving's model)

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from perfmodel.modelspec import load_model
 from simulator.apps.cli import main
 from simulator.apps.validate.harness import as_launched, harness
 from simulator.apps.validate.rows import Case, Skip, case_of
@@ -182,3 +183,19 @@ def test_a_disagg_row_without_its_concurrency_is_skipped_with_the_reason():
     assert isinstance(s, Skip) and "concurrency is not recorded" in s.reason and s.id == "ds"
     a = case_of(0, {**dict(zip(COLS.split(","), ROWS[0].split(","))), "silicon_concurrency": ""})
     assert isinstance(a, Case) and a.concurrency == 8
+
+
+def test_int4_weight_only_rows_replay_only_for_checkpoints_shipped_in_int4():
+    """Issue 37 (coverage): `int4_wo` rows are replayed in the experts-only int4 format of a checkpoint
+    shipped in it (Kimi-K2.5's compressed-tensors W4A16); of another model (every linear layer int4, not
+    modelled) they are skipped with the reason. NVIDIA's FP8 Llama-3.1-8B resolves to the 8B preset."""
+    base = dict(zip(COLS.split(","), ROWS[3].split(",")))
+    kimi = case_of(0, {**base, "model_path": "moonshotai/Kimi-K2.5", "system": "h200_sxm", "gemm_quant_mode": "int4_wo",
+                       "tp_size": "8"})
+    assert isinstance(kimi, Case) and kimi.weights == "int4"
+    dense = case_of(1, {**base, "gemm_quant_mode": "int4_wo"})
+    assert isinstance(dense, Skip) and "int4_wo" in dense.reason and "not modelled" in dense.reason
+    fp8 = case_of(2, {**base, "model_path": "nvidia/Llama-3.1-8B-Instruct-FP8", "gemm_quant_mode": "fp8",
+                      "tp_size": "1"})
+    assert isinstance(fp8, Case) and fp8.weights == "fp8"
+    assert load_model(fp8.model).num_layers == load_model("llama-3.1-8b").num_layers

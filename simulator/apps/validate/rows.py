@@ -14,6 +14,7 @@ import pandas as pd
 
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
+from perfmodel.notes import checkpoint_format
 from simulator.workload.errors import TraceError
 
 REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
@@ -22,7 +23,12 @@ REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_s
 SYSTEMS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100"}
 # weight formats (gemm_quant_mode) -> our weight dtypes. 4-bit weights on Hopper run weight-only
 # (dequantised in the GEMM): gpt-oss ships MXFP4, which vLLM runs on H100 as W4A16 (Marlin/Triton).
-WEIGHTS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "mxfp4", "fp4": "mxfp4", "mxfp4": "mxfp4"}
+WEIGHTS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "mxfp4", "fp4": "mxfp4", "mxfp4": "mxfp4",
+           "int4_wo": "int4"}
+# weight-only int4 is modelled as the experts-only W4A16 scheme of checkpoints shipped in it (Kimi-K2.5:
+# compressed-tensors int4, group 32, perfmodel.modelspec.EXPERTS_ONLY); of any other model (every linear layer
+# in int4) it is not, and its rows are skipped with that reason
+INT4_CHECKPOINTS_ONLY = ("int4_wo",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +133,9 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     quant = _text(r.get("gemm_quant_mode"))
     if quant not in WEIGHTS:
         return skip(f"weight format {quant!r} is not modelled")
+    if quant in INT4_CHECKPOINTS_ONLY and checkpoint_format(model) != "int4":
+        return skip(f"weight format {quant!r} of a model not shipped in int4 (every linear layer in int4) is not "
+                    "modelled")
     policy, args = "layout", ()
     if disagg:  # prefill and decode pools: <pre>num_workers engines of <pre>'s layout each (blank: 1)
         (pl, pg), (dl, dg) = _layout(r, "prefill_"), _layout(r, "decode_")
