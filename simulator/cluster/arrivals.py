@@ -31,6 +31,7 @@ class Arrivals:
         self.next_s = math.inf  # arrival time the process waits for (inf: it waits for none)
         self._flushed = None  # the event engines wait on while arrivals of this instant are due
         self._slot = None  # closed loop: the event a completion frees a slot with
+        self._pos = 0  # open loop: the next request to issue
 
     def start(self) -> None:
         """Start issuing (after the engines exist: they wait for work first). The open loop is a chain of
@@ -39,7 +40,6 @@ class Arrivals:
         if self.limit:
             self.env.process(self._closed())
             return
-        self._pos = 0
         self.env.timeout(0.0).callbacks.append(self._open)
 
     def due(self):
@@ -82,7 +82,8 @@ class Arrivals:
 
     def _open(self, _event) -> None:
         """Issue every request due now, then wait (one timeout, or two when no delay lands on the next
-        arrival time exactly) for the next one."""
+        arrival time exactly) for the next one: _wait_until's steps as a callback chain (the closed loop,
+        a process, waits on its slots too and keeps the generator)."""
         arrivals, env, pos = self.arrival_s, self.env, self._pos
         while pos < len(arrivals):
             t = arrivals[pos]

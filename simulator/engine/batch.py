@@ -160,21 +160,10 @@ class RunningBatch:
 
     def set(self, i: int, computed: int, generated: int) -> None:
         """Request i now has `computed` tokens cached and `generated` sampled."""
-        d, bs, old = self.clock, self.block_size, self.cbase[i]
-        if computed != old + d:  # (_add(old, -1) then _add(computed, +1), in one)
-            new = computed - d
-            self.sum_cbase += new - old
-            self.used_blocks += -(-computed // bs) - -(-(old + d) // bs)
-            phase, po, pn = self.phase, old % bs, new % bs
-            if po != pn:
-                n = phase[po] - 1
-                if n:
-                    phase[po] = n
-                else:
-                    del phase[po]
-                phase[pn] = phase.get(pn, 0) + 1
-            self.cbase[i] = new
-        self.gbase[i] = generated - d
+        self._add(self.cbase[i] + self.clock, -1)
+        self.cbase[i] = computed - self.clock
+        self.gbase[i] = generated - self.clock
+        self._add(computed, 1)
         if self._key[self.idx[i]] != self.output[i] - self.gbase[i]:
             self._order(self.idx[i], self.output[i] - self.gbase[i])
 

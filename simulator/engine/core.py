@@ -94,8 +94,7 @@ class EngineCore:
         if self.finish_s is not recs.finish_s and generated >= recs.output_tokens[pos]:
             recs.finish_s[pos] = now  # (a prefill instance's request with nothing left to decode ends here)
         recs.generated[pos] = generated
-        self.outstanding_tokens -= self.total_tokens[pos]  # (leave's, inline: once per request)
-        self.outstanding_requests -= 1
+        self.leave(pos)
 
     def report(self, finished) -> None:
         """Tell the finish hooks of the requests that completed, in order."""
@@ -133,9 +132,7 @@ class EngineCore:
     def record(self, *, start_s: float, duration_s: float, mode: str, steps: int, agg, kv_used_tokens: float,
                switch_s: float = 0.0) -> None:
         """One step row (or a stretch's: `steps` of them, `agg` its first step's aggregates)."""
-        code = self._codes.get(mode)
-        if code is None:
-            code = self.mode_code(mode)
+        code = self.mode_code(mode)
         waiting = self._queued() if self._queued is not None else len(self.waiting)
         div = self.kv_per_gpu_divisor
         self.steps.add(start_s=start_s, duration_s=duration_s, engine=self.index, mode=code, steps=steps, agg=agg,

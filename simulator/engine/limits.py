@@ -11,6 +11,7 @@ def engine_limits(cfg: EngineConfig, budget: int, max_seqs: int, pp: int) -> Lim
     """Limits of an engine of pipeline depth pp (one request is in one batch: chunk_cap = budget)."""
     reserve = {"vllm": "prompt" if cfg.reserve_full_prompt else "chunk", "trtllm": "request",
                "sglang": "sglang"}[cfg.scheduler]
-    return Limits(budget * pp, budget, max_seqs, cfg.block_size, cfg.enable_chunked_prefill,
-                  cfg.reserve_full_prompt, cfg.schedule_order == "prefill-first", cfg.priority_scheduling, reserve,
-                  cfg.sglang_clip_max_new_tokens)
+    return Limits(budget=budget * pp, chunk_cap=budget, max_seqs=max_seqs, block_size=cfg.block_size,
+                  chunked_prefill=cfg.enable_chunked_prefill, reserve_full_prompt=cfg.reserve_full_prompt,
+                  prefill_first=cfg.schedule_order == "prefill-first", priority=cfg.priority_scheduling,
+                  reserve=reserve, clip_output_tokens=cfg.sglang_clip_max_new_tokens)

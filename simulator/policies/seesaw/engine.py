@@ -28,7 +28,7 @@ class SeesawEngine(EngineCore):
 
     def __init__(self, *, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
         super().__init__(env=env, index=index, recs=recs, steps=steps)
-        self.runner, self.cfg = runner, ec  # (the cluster's engine-factory keywords: simulator/cluster/simulate.py)
+        self.runner = runner  # (ec: one of the cluster's engine-factory keywords, simulator/cluster/simulate.py; unused)
         self.budget, self.max_seqs, self.capacity_tokens = int(budget), int(max_seqs), int(kv_capacity_tokens)
         self.add_finish_hook(finished)
         self.store: deque = deque()  # prefilled requests whose KV sits in the CPU store
