@@ -16,9 +16,9 @@ class Framework:
     """Per-step and per-op overheads of the serving engine, and its memory settings."""
 
     # Fixed CPU work per engine step (scheduling, input preparation, sampling, detokenisation)
-    # that the GPU waits on in vLLM 0.9's synchronous V1 loop (async scheduling came later).
-    # Assumed ~1 ms: the gap between forward passes seen in V1 decode traces of 70B models;
-    # not fitted to any number the tests check.
+    # that the GPU waits on. vLLM's synchronous loop (before 0.18 without --async-scheduling): FITTED,
+    # VLLM_SYNC_STEP_OVERHEAD_S below (its preset). SGLang and TRT-LLM: assumed ~1 ms, the gap between
+    # forward passes seen in V1 decode traces of 70B models; not fitted to any number the tests check.
     step_overhead_s: float = 1.0e-3
     # Host cost of an op issued outside CUDA graphs, which the GPU waits on when its own work is
     # short (decode). Used only for Ulysses all-to-alls (ArcticInference runs SP steps eagerly).
@@ -114,10 +114,15 @@ class Framework:
 # in all three servers; a faster host CPU would take less (docs/fidelity.md).
 TOKENIZE_S_PER_TOKEN = {"text": 1.5e-6, "random": 3.0e-6}
 
+# Host time per step of vLLM's synchronous loop (Framework.step_overhead_s), FITTED by `python benchmarks/
+# fit_step_overhead.py` on the TPOT of the 93 H100 vLLM 0.12.0 Qwen3-32B aiperf rows (the only synchronous vLLM
+# rows; docs/fidelity.md gives the sweep and the held-out check). `simulate` and `simulate validate` both read it.
+VLLM_SYNC_STEP_OVERHEAD_S = 2.0e-3
+
 # vLLM's default capture sizes: [1, 2, 4] + every 8 to 248 + every 16 from 256 to 512 (vllm/config/vllm.py
 # _set_cudagraph_sizes, 0.11.2 lines 847-875; 512 = min(2 x max_num_seqs, 512) with 1024 seqs on H100)
 VLLM_CUDA_GRAPH_SIZES = (1, 2, 4) + tuple(range(8, 256, 8)) + tuple(range(256, 513, 16))
-DEFAULT_FRAMEWORK = Framework(cuda_graph_sizes=VLLM_CUDA_GRAPH_SIZES,  # vLLM's
+DEFAULT_FRAMEWORK = Framework(cuda_graph_sizes=VLLM_CUDA_GRAPH_SIZES, step_overhead_s=VLLM_SYNC_STEP_OVERHEAD_S,
                               tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"], tokenize_batch_wait_s=0.002,
                               tokenize_max_batch=32)
 
@@ -195,15 +200,41 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
 def with_knobs(fw: Framework = DEFAULT_FRAMEWORK, gpu_memory_utilization: float | None = None,
                step_overhead_ms: float | None = None, tokenize_us_per_token: float | None = None) -> Framework:
     """`fw` with the knobs users set (--gpu-memory-utilization, --step-overhead-ms, --tokenize-us-per-token);
-    None keeps fw's."""
+    None keeps fw's. The memory knob in each framework's meaning: vLLM's --gpu-memory-utilization and SGLang's
+    --mem-fraction-static of the GPU's memory, TRT-LLM's free_gpu_memory_fraction of what weights leave free."""
     check_knobs(gpu_memory_utilization, step_overhead_ms, tokenize_us_per_token)
     changes = {}
     if gpu_memory_utilization is not None:
         changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
+        if fw.name == "sglang":  # --mem-fraction-static: weights + KV, replacing SGLang's reserve rule
+            # (server_args.py computes mem_fraction_static from the reserve only when none is given)
+            changes.update(reserve_bytes=0.0, reserve_per_tp_bytes=0.0)
     if step_overhead_ms is not None:
         changes["step_overhead_s"] = float(step_overhead_ms) / 1e3
     if tokenize_us_per_token is not None:
         changes["tokenize_s_per_token"] = float(tokenize_us_per_token) / 1e6
+    return dataclasses.replace(fw, **changes) if changes else fw
+
+
+MOE_KERNELS = ("", "marlin")  # Framework.moe_kernel: the default family, or vLLM's VLLM_MXFP4_USE_MARLIN=1
+
+
+def with_deployment(fw: Framework, moe_kernel: str | None = None, moe_a2a_call_us: float | None = None,
+                    pd_handoff_ms: float | None = None) -> Framework:
+    """`fw` with a deployment's settings that are not the framework's defaults (--moe-kernel,
+    --moe-a2a-call-us, --pd-handoff-ms; None keeps fw's): one line naming a bad value."""
+    changes = {}
+    if moe_kernel is not None:
+        if moe_kernel not in MOE_KERNELS:
+            raise ValueError(f"moe_kernel={moe_kernel!r}: one of {', '.join(repr(k) for k in MOE_KERNELS)}")
+        changes["moe_kernel"] = moe_kernel
+    for name, v, field, scale in (("moe_a2a_call_us", moe_a2a_call_us, "moe_a2a_call_s", 1e6),
+                                  ("pd_handoff_ms", pd_handoff_ms, "pd_handoff_s", 1e3)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+            raise ValueError(f"{name}={v!r} must be a finite number >= 0")
+        changes[field] = float(v) / scale
     return dataclasses.replace(fw, **changes) if changes else fw
 
 

@@ -15,7 +15,8 @@ import pandas as pd
 
 from perfmodel.calibration.profile import resolve_profile
 from perfmodel.deploy import cluster, layout_name
-from perfmodel.framework import check_knobs, for_hardware, framework_preset, with_async, with_knobs
+from perfmodel.framework import (DEFAULT_FRAMEWORK, check_knobs, for_hardware, framework_preset, with_async,
+                                 with_deployment, with_knobs)
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.modelspec import default_weights, load_model
@@ -85,6 +86,13 @@ class RunSpec:
     # SGLang's overlap schedulers): None, the framework's default (vLLM >= 0.18, TRT-LLM, SGLang: on)
     async_scheduling: bool | None = None
     hbm_gb: float | None = None  # None: the preset's datasheet HBM; else the memory the driver reports
+    # a deployment's settings beyond the framework's defaults (perfmodel.framework.with_deployment): a fused-MoE
+    # kernel family ("marlin": vLLM's VLLM_MXFP4_USE_MARLIN=1), the host cost of each inter-node DeepEP
+    # normal-mode all_to_all, and a disaggregated request's KV-transfer-end -> first-token handoff. None: the
+    # framework's (default kernels, 0, 0)
+    moe_kernel: str | None = None
+    moe_a2a_call_us: float | None = None
+    pd_handoff_ms: float | None = None
     # serving framework (vllm, sglang, trtllm): its scheduler (engine.scheduler) and memory rule/loop
     # (perfmodel.framework.FRAMEWORKS). None: the engine's scheduler says which
     framework: str | None = None
@@ -94,6 +102,10 @@ class RunSpec:
 
     def __post_init__(self):
         check_knobs(self.gpu_memory_utilization, self.step_overhead_ms, self.tokenize_us_per_token)
+        with_deployment(DEFAULT_FRAMEWORK, self.moe_kernel, self.moe_a2a_call_us, self.pd_handoff_ms)  # or one line
+        if self.hbm_gb is not None and (isinstance(self.hbm_gb, bool) or not isinstance(self.hbm_gb, (int, float))
+                                        or not 0 < self.hbm_gb < float("inf")):
+            raise ValueError(f"hbm_gb={self.hbm_gb!r} must be a finite number > 0 (GB the driver reports per GPU)")
         check_client_turnaround(self.client_turnaround_ms, self.max_concurrency)
         if self.framework is None:
             object.__setattr__(self, "framework", self.engine.scheduler)
@@ -198,6 +210,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or default_weights(rs.model, hw.has_fp8)
     spec = model_spec(rs.model, weights, rs.kv_dtype)
+    framework = with_deployment(framework, rs.moe_kernel, rs.moe_a2a_call_us, rs.pd_handoff_ms)
     framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms,
                                       rs.tokenize_us_per_token), rs.async_scheduling, rs.step_overhead_ms)
     framework = for_hardware(framework, hw)

@@ -138,8 +138,11 @@ def test_marlin_kernel_family_is_its_own_table():
     # an unknown kernel family keeps the format's own table
     odd = dataclasses.replace(fw, moe_kernel="nonesuch")
     assert cost._expert_gemm_s(spec, lay, HW, big, PROF, odd)[0] == cost._expert_gemm_s(spec, lay, HW, big, PROF, fw)[0]
-    case = Case(0, "x", "vllm", "0.11.0", "openai/gpt-oss-120b", "h100", "mxfp4", "tp=8", 8, 1024, 1024, 4, 4, 40.0, 4.0)
+    # InferenceX's H100 gpt-oss script of 2026-03-27 exports VLLM_MXFP4_USE_MARLIN=1; its 0.11.2 one did not
+    case = Case(0, "x", "vllm", "0.18.0", "openai/gpt-oss-120b", "h100", "mxfp4", "tp=8", 8, 1024, 1024, 4, 4, 40.0, 4.0,
+                date="2026-03-27")
     assert harness(case).moe_kernel == "marlin"
+    assert harness(dataclasses.replace(case, version="0.11.2", date="2025-12-08")).moe_kernel == ""
 
 
 def test_routing_skew_picks_the_family_table():

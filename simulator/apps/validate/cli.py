@@ -3,6 +3,7 @@
     simulate validate --measurements ../shared/data/e2e/silicon_h100_sxm.csv [--format table|json]
                       [--plot PNG] [--out CSV] [--jobs N] [--worst K] [--match TEXT]
                       [--framework-from-row | --framework vllm|sglang|trtllm]
+                      [--holdout model|backend|harness|system]
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from simulator.results.files import atomic_path, check_writable_file
 from simulator.workload import TraceError
 from simulator.workload.cli import DefaultsHelpFormatter
 from . import report
+from .holdout import holdout, table
 from .rows import Skip, cases, read_measurements
-from .twins import assign, replay_choices
+from .replay import replay
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "the CPU count)")
     p.add_argument("--worst", type=int, default=5, help="rows with the largest TTFT error to list (table)")
     p.add_argument("--match", help="only rows whose id contains this text")
+    p.add_argument("--holdout", choices=("model", "backend", "harness", "system"),
+                   help="also refit every FITTED constant (fits.py) without each group of this key and report the "
+                        "group's error when held out, beside the in-sample error (holdout.py)")
     return p
 
 
@@ -50,7 +55,7 @@ def _one(item):
     """Replay one (case, framework); a Skip when the model or layout cannot run (reason kept)."""
     case, framework = item
     try:
-        return replay_choices(case, framework=framework)
+        return replay(case, framework=framework)
     except (LayoutError, ValueError) as e:
         return Skip(case.row, case.id, case.backend, case.model, f"{type(e).__name__}: {e}", case.group)
 
@@ -61,9 +66,8 @@ def _quiet_worker() -> None:
 
 
 def run_rows(found, jobs: int, progress=None, framework: str | None = None) -> list:
-    """Replayed or Skip per case, in order (processes when jobs > 1); twin rows carry the recipe their rank
-    gives them (twins.py)."""
-    return assign(_run(found, jobs, progress, framework))[0]
+    """Replayed or Skip per case, in order (processes when jobs > 1)."""
+    return _run(found, jobs, progress, framework)
 
 
 def _run(found, jobs: int, progress, framework) -> list:
@@ -124,16 +128,22 @@ def main(argv) -> int:
         return 0
     print(f"{args.measurements}: {len(done)} rows replayed, {len(skipped)} skipped")
     print(report.table(rows))
-    twins = [r for r in done if r.alternatives]
-    if twins:  # rows whose concurrency ran two recipes (twins.py): how many the rank gave the other recipe
-        moved = sum(r.case.layout != r.alternatives[0].case.layout for r in twins)
-        print(f"twin rows (two recipes at one concurrency, identical columns): {len(twins)}, of which {moved} "
-              f"replay their second recipe by TPOT rank (docs/fidelity.md)")
+    unknown: dict = {}
+    for r in done:  # rows whose setup is not (fully) recorded: replayed under defaults / the first recipe
+        if r.unknown:
+            key = r.unknown.split(":")[0] if r.unknown.startswith("recipe") else r.unknown
+            unknown[key] = unknown.get(key, 0) + 1
+    for why, n in sorted(unknown.items(), key=lambda kv: -kv[1]):
+        print(f"setup not recorded, {n} rows: {why}")
     reasons: dict = {}
     for s in skipped:
         reasons[s.reason] = reasons.get(s.reason, 0) + 1
     for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
         print(f"skipped {n}: {why}")
+    if args.holdout and done:
+        with tqdm(file=sys.stderr, unit="replay", desc="holdout", delay=2) as bar:
+            rows_h, total = holdout(done, args.holdout, args.jobs, bar.update)
+        print(table(args.holdout, rows_h, total))
     if done and args.worst > 0:
         fr = report.frame(done)
         worst = fr.reindex(fr["ttft_rel_err"].abs().sort_values(ascending=False).index).head(args.worst)

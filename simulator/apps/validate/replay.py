@@ -3,26 +3,25 @@
 C clients in a closed loop, `rounds x C` measured requests; the warm-up requests finish before the
 measured phase starts (aiperf and benchmark_serving both await them), so the replay starts empty
 and simulates the measured phase only. Lengths are fixed (aiperf) or drawn uniformly in
-[0.8 L, L] with a seeded generator (benchmark_serving --random-range-ratio 0.8).
+[0.8 L, L] (benchmark_serving --random-range-ratio 0.8) by the synthetic `batch` generator with a seed.
+
+A replay is a `simulate` run and nothing else: every setting is a RunSpec field with a `simulate` flag,
+and `command` writes the command line that gives the same prediction bit for bit
+(tests/test_validate_command.py runs a sample). The replay sees the row without its measured columns (`blind`).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+import shlex
 
-import numpy as np
-
-from perfmodel.framework import framework_preset
 from simulator.run import RunSpec, run
-from simulator.workload.workload import make_workload
+from simulator.workload.synthetic import generate, parse_spec
 
+from .command import command
 from .harness import Harness, as_launched, harness
 from .rows import Case
-
-# Host time per engine step the GPU waits on (scheduling, input preparation, sampling), per framework
-# loop; fitted on the H100 rows (docs/fidelity.md lists the fit). vLLM with async scheduling (the
-# InferenceX rows: --async-scheduling) overlaps it with the GPU's step, so none is exposed.
-# (SGLang and TRT-LLM keep their preset's, perfmodel.framework.FRAMEWORKS: not fitted)
-STEP_OVERHEAD_MS = {"vllm": 2.0, "vllm-async": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +34,8 @@ class Replayed:
     preemptions: int
     rejected: int
     kv_capacity_tokens: int
-    # every recipe that ran at a twin row's concurrency, replayed (twins.py assigns one; () elsewhere)
-    alternatives: tuple = ()
+    command: str = ""  # the `simulate` command that gives this prediction
+    unknown: str = ""  # what of the row's setup is not recorded (Harness.unknown)
 
     @property
     def ttft_rel_err(self) -> float:
@@ -57,54 +56,64 @@ def rounds(h: Harness, case: Case) -> int:
     return max(2, min(h.rounds, MAX_REQUESTS // max(case.concurrency, 1)))
 
 
-def workload_of(case: Case, h: Harness, seed: int = 0):
-    """rounds x C requests, all ready at 0 s: the closed loop issues them C at a time, in order."""
+def blind(case: Case) -> Case:
+    """The row without its measured values: what a replay may see."""
+    return dataclasses.replace(case, ttft_ms=math.nan, tpot_ms=math.nan)
+
+
+def trace_spec(case: Case, h: Harness, seed: int = 0) -> str:
+    """rounds x C requests, all ready at 0 s (the closed loop issues them C at a time, in order), as the
+    synthetic spec `simulate --trace` reads."""
     n = rounds(h, case) * case.concurrency
-    if h.length_ratio < 1.0:
-        rng = np.random.default_rng(seed)
-        isl = rng.integers(int(case.isl * h.length_ratio), case.isl + 1, n)
-        osl = rng.integers(int(case.osl * h.length_ratio), case.osl + 1, n)
-    else:
-        isl, osl = np.full(n, case.isl), np.full(n, case.osl)
-    return make_workload({"arrival_s": np.zeros(n), "input_tokens": isl, "output_tokens": osl},
-                         source=f"benchmark:{case.id}")
+
+    def span(length: int) -> str:
+        lo = int(length * h.length_ratio)
+        return f"{lo}-{length}" if lo < length else str(length)
+    return f"synthetic:batch?n={n}&input={span(case.isl)}&output={span(case.osl)}&seed={seed}"
 
 
 def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
-    loop = h.engine.scheduler + ("-async" if h.async_scheduling else "")
-    if loop in STEP_OVERHEAD_MS:
-        fields.setdefault("step_overhead_ms", STEP_OVERHEAD_MS[loop])
-    if h.async_scheduling:  # (else the framework's own default: SGLang and TRT-LLM schedule ahead)
+    if h.async_scheduling:  # (else the framework's own default: SGLang, TRT-LLM and vLLM >= 0.18 schedule ahead)
         fields.setdefault("async_scheduling", True)
     if h.memory_fraction is not None:
         fields.setdefault("gpu_memory_utilization", h.memory_fraction)
     if h.client_turnaround_s:
         fields.setdefault("client_turnaround_ms", h.client_turnaround_s * 1e3)
-
+    if h.tokenize_s_per_token is not None:
+        fields.setdefault("tokenize_us_per_token", round(h.tokenize_s_per_token * 1e6, 9))
+    if h.moe_kernel:
+        fields.setdefault("moe_kernel", h.moe_kernel)
+    if h.moe_a2a_call_s is not None:
+        fields.setdefault("moe_a2a_call_us", round(h.moe_a2a_call_s * 1e6, 9))
+    if h.pd_handoff_s is not None:
+        fields.setdefault("pd_handoff_ms", round(h.pd_handoff_s * 1e3, 9))
     if case.policy != "layout":  # disaggregated: the pools are the policy's arguments
         fields.setdefault("policy_args", case.policy_args)
     return RunSpec(policy=case.policy, layout=case.layout if case.policy == "layout" else None, model=case.model,
-                   hardware=case.hardware, gpus=case.gpus, nodes=case.nodes,
-                   weights=case.weights, kv_dtype=h.kv_dtype, engine=h.engine, max_concurrency=case.concurrency,
-                   hbm_gb=h.hbm_gb, **fields)
+                   hardware=case.hardware, gpus=case.gpus, nodes=case.nodes, weights=case.weights,
+                   kv_dtype=h.kv_dtype, engine=h.engine, max_concurrency=case.concurrency, hbm_gb=h.hbm_gb,
+                   framework=h.engine.scheduler, framework_version=release(case.version), **fields)
 
 
-def replay(case: Case, seed: int = 0, framework: str | None = None, choice: int = 0, **fields) -> Replayed:
+def release(version: str) -> str | None:
+    """The row's backend_version where it is a release number (0.18.0, 1.1.0rc2.post2), else None (an image tag
+    such as gpt-oss-dev or glm5-hopper, or blank: the framework's defaults of the version its constants describe)."""
+    return version if re.match(r"\d+(\.\d+)+", version or "") else None
+
+
+def replay(case: Case, seed: int = 0, framework: str | None = None, **fields) -> Replayed:
     """Simulate the row's benchmark; means over the measured requests. `framework`: replay it under
     that framework's scheduler and defaults instead of the row's own. The row is replayed as its
-    benchmark launched it (`as_launched`, recipe `choice`: the Replayed carries that case)."""
-    case = as_launched(case, choice)
-    h = harness(case, framework)
-    rs = run_spec(case, h, **fields)
-    # the harness's non-default MoE kernels, CUDA-graph sizes, DeepEP mode and PD handoff on the framework preset
-    changes = {k: v for k, v in (("moe_kernel", h.moe_kernel or None), ("cuda_graph_sizes", h.cuda_graph_sizes),
-                                 ("moe_a2a_call_s", h.moe_a2a_call_s), ("pd_handoff_s", h.pd_handoff_s),
-                                 ("tokenize_s_per_token", h.tokenize_s_per_token))
-               if v is not None}
-    fw = dataclasses.replace(framework_preset(rs.framework, rs.framework_version), **changes) if changes else None
-    r = run(workload_of(case, h, seed), rs, framework=fw)
+    benchmark launched it (`as_launched`: the Replayed carries that case), never seeing its measurements."""
+    launched = as_launched(case)
+    seen = blind(launched)
+    h = harness(seen, framework)
+    rs = run_spec(seen, h, **fields)
+    spec = trace_spec(seen, h, seed)
+    r = run(generate(parse_spec(spec)), rs)
     req = r.requests
     done = req[req["status"] == "completed"]
-    return Replayed(case, float(done["ttft_ms"].mean()), float(done["tpot_ms"].mean()),
+    return Replayed(launched, float(done["ttft_ms"].mean()), float(done["tpot_ms"].mean()),
                     int(req["preemptions"].sum()), int((req["status"] == "rejected").sum()),
-                    int(r.summary["kv_capacity_tokens"]))
+                    int(r.summary["kv_capacity_tokens"]), command=shlex.join(command(rs, spec)), unknown=h.unknown)
+

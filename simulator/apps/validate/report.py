@@ -19,6 +19,7 @@ def frame(done: list[Replayed]) -> pd.DataFrame:
         "concurrency": r.case.concurrency, "ttft_ms_measured": r.case.ttft_ms, "ttft_ms_simulated": r.ttft_ms,
         "tpot_ms_measured": r.case.tpot_ms, "tpot_ms_simulated": r.tpot_ms, "ttft_rel_err": r.ttft_rel_err,
         "tpot_rel_err": r.tpot_rel_err, "preemptions": r.preemptions, "kv_capacity_tokens": r.kv_capacity_tokens,
+        "setup_unknown": r.unknown, "simulate_command": r.command,
     } for r in done])
 
 

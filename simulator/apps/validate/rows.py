@@ -55,6 +55,7 @@ class Case:
     policy: str = "layout"
     policy_args: tuple = ()
     nodes: int = 1
+    date: str = ""  # the run's day (measured_date, YYYY-MM-DD; "" when not recorded): which launch script was in force
 
     @property
     def group(self) -> str:
@@ -166,7 +167,8 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
                          field="silicon_ttft_ms")
     per_node = load_hardware(hw).gpus_per_node  # (the HGX nodes the rows ran on: the preset's node)
     return Case(i, rid, backend, _text(r.get("backend_version")), model, hw, WEIGHTS[quant], layout, gpus,
-                isl, osl, conc, batch or conc, ttft, tpot, policy, args, -(-gpus // per_node))
+                isl, osl, conc, batch or conc, ttft, tpot, policy, args, -(-gpus // per_node),
+                _text(r.get("measured_date"))[:10])
 
 
 def cases(df: pd.DataFrame, source: str = "<measurements>") -> tuple[list[Case], list[Skip]]:

@@ -52,8 +52,7 @@ def pool_framework(fw, fraction: float | None, key: str):
         return fw
     if not 0 < fraction <= 1:
         raise ValueError(f"policy argument {key}={fraction} must be in (0, 1]")
-    fw = with_knobs(fw, fraction)  # (--gpu-memory-utilization's own path)
-    return dataclasses.replace(fw, reserve_bytes=0.0, reserve_per_tp_bytes=0.0) if fw.name == "sglang" else fw
+    return with_knobs(fw, fraction)  # (--gpu-memory-utilization's own path, SGLang's reserve rule included)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,52 @@
+"""`simulate`'s serving-framework flags (the framework, its version, and each setting of perfmodel.framework a
+deployment may change), and the RunSpec fields they give. One place: `simulate validate` writes its rows'
+commands with these flags (simulator/apps/validate/command.py)."""
+from __future__ import annotations
+
+import argparse
+
+from perfmodel.framework import DEFAULT_FRAMEWORK, FRAMEWORKS, MOE_KERNELS
+from simulator.engine.config import FRAMEWORK_ENGINE
+
+
+def add_framework_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORK_ENGINE),
+                   help="whose scheduler and defaults: vllm (recompute preemption), sglang (new-token-ratio "
+                        "admission, retraction, prefill first, page size 1), trtllm (GUARANTEED_NO_EVICT: "
+                        "whole-request KV reserved at admission, never preempts; 32-token blocks; no chunked "
+                        "context); docs/frameworks.md")
+    p.add_argument("--framework-version", help="the framework's version where a default changed between versions "
+                   "(vLLM >= 0.18: async scheduling, no exposed host time per step); default: the version the "
+                   "constants describe (docs/frameworks.md)")
+    p.add_argument("--gpu-memory-utilization", type=float, help="fraction of each GPU's memory the engine may use "
+                   f"(weights, activations, KV), as vLLM's flag; default {DEFAULT_FRAMEWORK.gpu_memory_utilization}")
+    p.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits on "
+                   f"(scheduling, sampling); default: vLLM's synchronous loop {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} "
+                   "(fitted: perfmodel/framework.py), 0 where vLLM schedules ahead, SGLang and TRT-LLM "
+                   f"{1e3 * FRAMEWORKS['sglang'].step_overhead_s:g}")
+    p.add_argument("--tokenize-us-per-token", type=float, help="the serving front end's tokenization time per "
+                   "prompt token, before an engine sees a request (one thread, requests in arrival order; counted "
+                   f"in TTFT); default {1e6 * DEFAULT_FRAMEWORK.tokenize_s_per_token:g} (measured: "
+                   "benchmarks/measure_tokenizer.py); 0: no front end (a request reaches its engine when sent)")
+    p.add_argument("--async-scheduling", choices=("on", "off"), help="the engine schedules step n+1 while step n "
+                   "runs (vLLM's --async-scheduling; TRT-LLM's and SGLang's overlap schedulers): a request reaching "
+                   "a busy engine joins the step after next; vLLM hides its step overhead (0 ms). Default: the "
+                   "framework's (on for SGLang, TRT-LLM and vLLM >= 0.18)")
+    p.add_argument("--moe-kernel", choices=[k for k in MOE_KERNELS if k], help="a non-default fused-MoE kernel family: marlin = "
+                   "vLLM's VLLM_MXFP4_USE_MARLIN=1 (W4A16 Marlin for mxfp4 on Hopper; default: the framework's)")
+    p.add_argument("--moe-a2a-call-us", type=float, help="host cost of each MoE dispatch / combine whose EP group "
+                   "spans nodes, for DeepEP's normal-mode kernels (default 0; the fitted value: "
+                   "simulator/apps/validate/harness.py DEEPEP_NORMAL_CALL_S)")
+    p.add_argument("--pd-handoff-ms", type=float, help="disaggregated: KV transfer end -> first token, on top of "
+                   "the modelled transfer (default 0; the fitted SGLang 0.5.8 value: harness.py SGLANG_PD_HANDOFF_S)")
+    p.add_argument("--hbm-gb", type=float, help="memory per GPU in GB as the driver reports it (engines size their "
+                   "KV by it; default: the hardware preset's datasheet figure)")
+
+
+def framework_fields(args) -> dict:
+    """The RunSpec fields of the flags add_framework_flags declares."""
+    return dict(gpu_memory_utilization=args.gpu_memory_utilization, step_overhead_ms=args.step_overhead_ms,
+                tokenize_us_per_token=args.tokenize_us_per_token,
+                async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
+                framework=args.framework, framework_version=args.framework_version, moe_kernel=args.moe_kernel,
+                moe_a2a_call_us=args.moe_a2a_call_us, pd_handoff_ms=args.pd_handoff_ms, hbm_gb=args.hbm_gb)
