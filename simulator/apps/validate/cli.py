@@ -30,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simulate validate", formatter_class=DefaultsHelpFormatter, description="Replay every aggregated row of a measured "
                                 "runs file (aiconfigurator's silicon CSV schema) as its benchmark ran, and report "
                                 "the error of mean TTFT and TPOT by backend x model x system (docs/fidelity.md).")
-    p.add_argument("--measurements", required=True, help="CSV of measured runs (e.g. ../shared/data/e2e/"
-                   "silicon_h100_sxm.csv)")
+    p.add_argument("--measurements", required=True, nargs="+", help="CSV(s) of measured runs, replayed and reported "
+                   "together (e.g. ../shared/data/e2e/silicon_h100_sxm.csv ../shared/data/e2e/"
+                   "silicon_h200_sxm.csv)")
     p.add_argument("--framework-from-row", action="store_true", default=True,
                    help="replay each row under its own framework's scheduler and defaults (the default)")
     p.add_argument("--framework", choices=("vllm", "sglang", "trtllm"),
@@ -94,13 +95,15 @@ def main(argv) -> int:
         for flag, path in (("--out", args.out), ("--plot", args.plot)):
             if path:  # before any replay: a path that cannot be written is one line now, not after minutes
                 check_writable_file(path, flag)
-        df = read_measurements(args.measurements)
-        found, skipped = cases(df, args.measurements)
+        found, skipped = [], []
+        for path in args.measurements:
+            got, skip = cases(read_measurements(path), path)
+            found, skipped = found + got, skipped + skip
         if args.match:
             found = [c for c in found if args.match in c.id]
             skipped = [s for s in skipped if args.match in s.id]
         if args.match and not found and not skipped:
-            raise ValueError(f"--match {args.match!r}: no row id of {args.measurements} contains it")
+            raise ValueError(f"--match {args.match!r}: no row id of {' '.join(args.measurements)} contains it")
         if args.jobs < 1:
             raise ValueError(f"--jobs {args.jobs} must be >= 1")
     except (TraceError, ValueError) as e:
@@ -126,15 +129,16 @@ def main(argv) -> int:
         clean = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in rows]
         print(json.dumps(clean, indent=2, allow_nan=False))
         return 0
-    print(f"{args.measurements}: {len(done)} rows replayed, {len(skipped)} skipped")
+    print(f"{' '.join(args.measurements)}: {len(done)} rows replayed, {len(skipped)} skipped")
     print(report.table(rows))
     unknown: dict = {}
     for r in done:  # rows whose setup is not (fully) recorded: replayed under defaults / the first recipe
         if r.unknown:
-            key = r.unknown.split(":")[0] if r.unknown.startswith("recipe") else r.unknown
+            key = ("recipe: two or more ran at the row's concurrency, the row does not say which: replayed as the "
+                   "first" if r.unknown.startswith("recipe") else r.unknown)
             unknown[key] = unknown.get(key, 0) + 1
     for why, n in sorted(unknown.items(), key=lambda kv: -kv[1]):
-        print(f"setup not recorded, {n} rows: {why}")
+        print(f"setup note, {n} rows: {why}")
     reasons: dict = {}
     for s in skipped:
         reasons[s.reason] = reasons.get(s.reason, 0) + 1

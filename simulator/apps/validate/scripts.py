@@ -120,11 +120,14 @@ SCRIPTS = {
         "benchmarks/single_node/kimik2.5_int4_h200.sh @ 749096c4c: --gpu-memory-utilization 0.95 (:32), "
         "--max-num-seqs $CONC (:35)", max_num_seqs=_conc, memory_fraction=0.95),
     # ---- H200, SGLang 0.5.9 (image lmsysorg/sglang:v0.5.9-cu130 from 12ba0ae07)
-    ("h200", "sglang", "deepseek-ai/DeepSeek-R1", "0.5.9", "2026-03-25", "2026-03-25"): Launch(
-        "benchmarks/single_node/dsr1_fp8_h200.sh @ 12ba0ae07: --chunked-prefill-size 32768 --max-prefill-tokens "
-        "32768 --mem-fraction-static 0.82 (:33-37, :39-48), --max-running-requests 512 at 1k/1k else 256",
-        32768, lambda c: 512 if (c.isl, c.osl) == (1024, 1024) else 256, memory_fraction=0.82,
-        note="--cuda-graph-max-bs 512 / 256: SGLang's default capture sizes are replayed"),
+    # DeepSeek-V3: aiconfigurator's label for the rows of InferenceX's dsr1 configs (which serve DeepSeek-R1-0528;
+    # InferenceX has no H200 DeepSeek-V3 config): the same script
+    **{("h200", "sglang", model, "0.5.9", "2026-03-25", "2026-03-25"): Launch(
+          "benchmarks/single_node/dsr1_fp8_h200.sh @ 12ba0ae07: --chunked-prefill-size 32768 --max-prefill-tokens "
+          "32768 --mem-fraction-static 0.82 (:33-37, :39-48), --max-running-requests 512 at 1k/1k else 256",
+          32768, lambda c: 512 if (c.isl, c.osl) == (1024, 1024) else 256, memory_fraction=0.82,
+          note="--cuda-graph-max-bs 512 / 256: SGLang's default capture sizes are replayed")
+       for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")},
     # ---- H200, TRT-LLM
     ("h200", "trtllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h200_trt_slurm.sh @ 9596d23d7: trtllm-serve --max_num_tokens 16384 (:49), kv_cache_config "
