@@ -102,3 +102,41 @@ def test_the_validation_path_builds_no_framework_of_its_own():
     assert offenders("from perfmodel.framework import framework_preset\nrun(w, rs, framework=fw)\n")
     for f in sorted(root.glob("*.py")):
         assert offenders(f.read_text()) == [], f.name
+
+
+def _h200_disagg(isl: int, conc: int, backend: str = "trtllm", workers: tuple = ()) -> Case:
+    return Case(row=0, id="x", backend=backend, version="0.8.1.post1" if backend == "trtllm" else "0.5.8.post1",
+                model="deepseek-ai/DeepSeek-R1", hardware="h200", weights="fp8", layout="prefill 1x(tp=8) decode 1x(tp=8)",
+                gpus=16, isl=isl, osl=1024, concurrency=conc, batch_size=conc, ttft_ms=1.0, tpot_ms=1.0,
+                policy="disagg", policy_args=(("prefill", "1x(tp=8)"), ("decode", "1x(tp=8)")), nodes=2,
+                date="2026-02-14" if backend == "trtllm" else "2026-02-07", workers=workers)
+
+
+def test_h200_disagg_rows_replay_their_recipe_and_recorded_workers_pick_among_twins():
+    """H200 DeepSeek disagg rows (recipes_h200.py): the recipe of the row's concurrency, its pools and per-rank
+    limits; where several ran, the row's recorded worker counts keep the matching ones, else the first (plain)."""
+    from simulator.apps.validate.harness import dsr1_choices
+
+    one = dsr1_choices(_h200_disagg(1024, 1152))  # stp/c128_ctx1_gen9_dep8_batch512 alone
+    assert len(one) == 1 and dict(one[0][0])["decode"] == "9x(dp=8,tp=1,ep=8)"
+    assert dict(one[0][0])["prefill"] == "1x(dp=8,tp=1,ep=8)" and dict(one[0][0])["decode_max_seqs"] == "512"
+    four = dsr1_choices(_h200_disagg(8192, 48))
+    assert [name for _, name in four][0] == "8k1k/stp/c8_ctx1_gen6_tep8_batch16" and len(four) == 4
+    picked = dsr1_choices(_h200_disagg(8192, 48, workers=(1, 3)))
+    assert [name for _, name in picked] == ["8k1k/stp/c16_ctx1_gen3_tep8_batch32", "8k1k/mtp/c16_ctx1_gen3_tep8_batch32_mtp2"]
+    launched = as_launched(_h200_disagg(8192, 48, workers=(1, 3)))
+    assert (launched.gpus, launched.nodes) == (32, 4)
+    # SGLang: a DEP decode's max-running-requests is split over its 8 DP ranks (256 -> 32 per rank)
+    dep = dsr1_choices(_h200_disagg(8192, 256, backend="sglang"))
+    assert dep[0][1] == "8k1k/bs128-1p1d-dep" and dict(dep[0][0])["decode_max_seqs"] == "32"
+    assert dsr1_choices(_h200_disagg(8192, 48, backend="sglang")) == []  # no recipe ran there: the columns
+
+
+def test_every_h200_disagg_row_has_its_recipe(shared):
+    """All 184 H200 disagg rows map to the srt-slurm recipe(s) of their concurrency (none replays its columns)."""
+    from simulator.apps.validate.harness import dsr1_choices
+    from simulator.apps.validate.rows import cases, read_measurements
+
+    found, _ = cases(read_measurements(shared / "data" / "e2e" / "silicon_h200_sxm.csv"))
+    disagg = [c for c in found if c.policy == "disagg"]
+    assert len(disagg) == 184 and all(dsr1_choices(c) for c in disagg)

@@ -33,6 +33,7 @@ from perfmodel.layout import ParallelLayout
 from simulator.engine.config import EngineConfig, framework_engine
 
 from .recipes import sglang_dsr1_choices, trtllm_dsr1_recipes
+from .recipes_h200 import h200_recipes
 from .scripts import launch_of, value
 from .rows import Case
 
@@ -104,8 +105,14 @@ DSR1_RECIPE_MODELS = frozenset({"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek
 
 def dsr1_choices(case: Case) -> list:
     """[(policy args, recipe name), ...]: the srt-slurm recipes InferenceX ran at a DeepSeek disagg row's
-    concurrency on H100 (recipes.py; the first is the one the row replays), else []."""
-    if case.policy != "disagg" or case.hardware != "h100" or case.model not in DSR1_RECIPE_MODELS:
+    concurrency on H100 (recipes.py) or H200 (recipes_h200.py); the first is the one the row replays; else []."""
+    if case.policy != "disagg" or case.model not in DSR1_RECIPE_MODELS:
+        return []
+    if case.hardware == "h200":  # recipes_h200.py; where the row records its worker counts, the recipes with them
+        got = h200_recipes(case.backend, case.version, case.date, case.isl, case.osl, case.concurrency)
+        fit = [r for r in got if (r.prefill_workers, r.decode_workers) == case.workers]
+        return [(r.policy_args() + ROUTING, r.name) for r in (fit or got)]
+    if case.hardware != "h100":
         return []
     if case.backend == "sglang":
         return [(args + ROUTING, name) for args, name in sglang_dsr1_choices(case.version, case.isl, case.osl,

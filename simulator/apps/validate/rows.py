@@ -56,6 +56,7 @@ class Case:
     policy_args: tuple = ()
     nodes: int = 1
     date: str = ""  # the run's day (measured_date, YYYY-MM-DD; "" when not recorded): which launch script was in force
+    workers: tuple = ()  # disaggregated: (prefill, decode) worker counts where the row records them, else ()
 
     @property
     def group(self) -> str:
@@ -137,10 +138,11 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     if quant in INT4_CHECKPOINTS_ONLY and checkpoint_format(model) != "int4":
         return skip(f"weight format {quant!r} of a model not shipped in int4 (every linear layer in int4) is not "
                     "modelled")
-    policy, args = "layout", ()
+    policy, args, workers = "layout", (), ()
     if disagg:  # prefill and decode pools: <pre>num_workers engines of <pre>'s layout each (blank: 1)
         (pl, pg), (dl, dg) = _layout(r, "prefill_"), _layout(r, "decode_")
         pw, dw = _int(r.get("prefill_num_workers"), 1), _int(r.get("decode_num_workers"), 1)
+        workers = (pw, dw) if _text(r.get("prefill_num_workers")) and _text(r.get("decode_num_workers")) else ()
         policy, args = "disagg", (("prefill", f"{pw}x({pl})"), ("decode", f"{dw}x({dl})"))
         layout, gpus = f"prefill {pw}x({pl}) decode {dw}x({dl})", pw * pg + dw * dg
         batch = _int(r.get("decode_batch_size")) * dw
@@ -168,7 +170,7 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
     per_node = load_hardware(hw).gpus_per_node  # (the HGX nodes the rows ran on: the preset's node)
     return Case(i, rid, backend, _text(r.get("backend_version")), model, hw, WEIGHTS[quant], layout, gpus,
                 isl, osl, conc, batch or conc, ttft, tpot, policy, args, -(-gpus // per_node),
-                _text(r.get("measured_date"))[:10])
+                _text(r.get("measured_date"))[:10], workers)
 
 
 def cases(df: pd.DataFrame, source: str = "<measurements>") -> tuple[list[Case], list[Skip]]:
