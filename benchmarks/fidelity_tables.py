@@ -67,7 +67,7 @@ def main() -> int:
              f" at commit {rev.strip() or '?'}; do not edit by hand. Median and p90 of |simulated / measured - 1| "
              "of mean TTFT and mean TPOT per row; bias = the median signed error. Method and history: "
              "docs/fidelity.md.", ""]
-    every = []
+    every, dropped = [], []
     for name in ("h100", "h200"):
         f = shared / "data" / "e2e" / f"silicon_{name}_sxm.csv"
         t0 = time.perf_counter()
@@ -89,7 +89,10 @@ def main() -> int:
         if reasons:
             lines += ["Skipped:", ""] + [f"- {n}: {why[:160]}" for why, n in reasons.most_common()] + [""]
         every += done
+        dropped += skipped
         print(f"{name}: {len(done)} replayed, {len(skipped)} skipped ({wall:.0f} s)")
+    lines += ["## H100 + H200 together", "", f"{len(every)} rows replayed, {len(dropped)} skipped.", ""]
+    lines += _table(report.summary(every, dropped)[:3]) + [""]
     if a.holdout:
         lines += ["## Held out (H100 + H200 together)", "",
                   "Every FITTED constant (simulator/apps/validate/fits.py) refitted by its sweep on the rows outside "
