@@ -87,6 +87,31 @@ def test_bad_knob_values_stop_with_one_line(capsys, flag, value, needle):
         RunSpec(**{flag[2:].replace("-", "_"): float(value)})
 
 
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--hbm-gb", "-1", "hbm_gb=-1.0 must be a finite number > 0"),
+    ("--hbm-gb", "inf", "hbm_gb=inf must be a finite number > 0"),
+    ("--moe-a2a-call-us", "nan", "moe_a2a_call_us=nan must be a finite number >= 0"),
+    ("--pd-handoff-ms", "-5", "pd_handoff_ms=-5.0 must be a finite number >= 0"),
+])
+def test_bad_deployment_values_stop_with_one_line(capsys, flag, value, needle):
+    """The deployment flags `simulate validate` writes into its rows' commands (issue 37) refuse bad values in
+    one line, at the CLI and in RunSpec."""
+    assert needle in _refused(capsys, main, [*SMALL, flag, value])
+    with pytest.raises(ValueError, match="must be"):
+        RunSpec(**{flag[2:].replace("-", "_"): float(value)})
+
+
+def test_deployment_flags_reach_the_framework(capsys):
+    """--pd-handoff-ms, --moe-a2a-call-us, --moe-kernel, --hbm-gb are recorded in the summary's run_spec and move
+    what they should: a smaller reported memory leaves fewer KV tokens."""
+    base = _sim(capsys)
+    small = _sim(capsys, "--hbm-gb", "60", "--pd-handoff-ms", "5", "--moe-a2a-call-us", "7", "--moe-kernel", "marlin")
+    spec = small["config"]["run_spec"]
+    assert (spec["hbm_gb"], spec["pd_handoff_ms"], spec["moe_a2a_call_us"], spec["moe_kernel"]) == (60.0, 5.0, 7.0,
+                                                                                                    "marlin")
+    assert small["kv_capacity_tokens"] < base["kv_capacity_tokens"]
+
+
 def _grid(tmp_path, options: str) -> str:
     grid = tmp_path / "g.toml"
     grid.write_text(f'[grid]\npolicies = ["tp"]\ntraces = ["{TRACE}"]\nmodels = ["llama-3.1-8b"]\n'
