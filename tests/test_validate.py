@@ -121,8 +121,8 @@ def test_groups_within_the_bounds_reached(shared, capsys):
     """The groups that meet the issue's targets (TTFT 35%, TPOT 15% for any group; tighter where reached) with
     facts only (2026-11-28: no setup chosen by fit, InferenceX scripts cited per row, scripts.py): SGLang Qwen3-32B
     (84 rows, aiperf, SGLang's defaults), InferenceX vLLM Llama-3.1-70B and MiniMax-M2.5 on H100, and on H200
-    (never tuned on) InferenceX vLLM Llama-3.1-70B, vLLM gpt-oss and TRT-LLM Llama-3.1-70B (TTFT; its TPOT is the
-    open FP8-checkpoint residual, scripts.py)."""
+    (never tuned on) InferenceX vLLM Llama-3.1-70B, vLLM gpt-oss and TRT-LLM Llama-3.1-70B (TTFT; its TPOT, ~30%
+    too slow at every concurrency, is an open residual: docs/fidelity.md)."""
     h100, h200 = (shared / "data" / "e2e" / f"silicon_{s}_sxm.csv" for s in ("h100", "h200"))
     for f, match, group, ttft, tpot in (
             (h100, "qwen3_32b_h100_sxm_sglang_agg", "sglang Qwen3-32B h100", 0.20, 0.08),

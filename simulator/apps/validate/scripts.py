@@ -92,8 +92,8 @@ SCRIPTS = {
     ("h100", "vllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h100_docker.sh @ af4ccd03f: config.yaml :14-20 (kv-cache-dtype fp8, async-scheduling, "
         "8192 tokens), :24-29 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8", **V_ASYNC_2025,
-        note="the workflow (70b-tmpl.yml:42-57 @ 9596d23d7) served nvidia/Llama-3.3-70B-Instruct-FP8; the row says "
-             "meta-llama/Llama-3.1-70B without a quantization: replayed as the row says (same shapes, bf16 weights)"),
+        note="the workflow (70b-tmpl.yml:42-57 @ 9596d23d7) served nvidia/Llama-3.3-70B-Instruct-FP8; the row names "
+             "meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes and format, replayed as is"),
     ("h100", "vllm", "MiniMaxAI/MiniMax-M2.5", "0.18.0", "2026-03-27", "2026-03-28"): Launch(
         "benchmarks/single_node/minimaxm2.5_fp8_h100.sh @ 0f78cf4eb: --enable-expert-parallel when EP > 1 "
         "(:29-33), --gpu-memory-utilization 0.90 (:42), --max-num-seqs 256 (:44)", max_num_seqs=256,
@@ -106,8 +106,8 @@ SCRIPTS = {
     ("h200", "vllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h200_slurm.sh @ 9596d23d7: config.yaml :33-39 (kv-cache-dtype fp8, async-scheduling, "
         "8192 tokens), :46-48 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8", **V_ASYNC_2025,
-        note="the workflow (70b-tmpl.yml:59-74 @ 9596d23d7) served nvidia/Llama-3.3-70B-Instruct-FP8; the row says "
-             "meta-llama/Llama-3.1-70B without a quantization: replayed as the row says (same shapes, bf16 weights)"),
+        note="the workflow (70b-tmpl.yml:59-74 @ 9596d23d7) served nvidia/Llama-3.3-70B-Instruct-FP8; the row names "
+             "meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes and format, replayed as is"),
     ("h200", "vllm", "MiniMaxAI/MiniMax-M2.5", "0.16.0", "2026-03-01", "2026-03-01"): Launch(
         "benchmarks/single_node/minimaxm2.5_fp8_h200.sh @ a36346339: --gpu-memory-utilization 0.95 (:27); no "
         "--max-num-seqs, no expert parallel", memory_fraction=0.95),
@@ -133,8 +133,8 @@ SCRIPTS = {
         "benchmarks/70b_fp8_h200_trt_slurm.sh @ 9596d23d7: trtllm-serve --max_num_tokens 16384 (:49), kv_cache_config "
         "dtype fp8 (:25-46); no --max_batch_size, no free_gpu_memory_fraction", 16384, kv_dtype="fp8",
         note="the workflow (70b-tmpl.yml:76-92 @ 1e97a5e51) served nvidia/Llama-3.3-70B-Instruct-FP8 on TRT-LLM "
-             "1.1.0rc2.post2; the row says meta-llama/Llama-3.1-70B without a quantization: replayed as the row says; "
-             "cuda_graph_config enable_padding: TRT-LLM's unpadded default is replayed"),
+             "1.1.0rc2.post2; the row names meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes "
+             "and format, replayed as is; cuda_graph_config enable_padding: TRT-LLM's unpadded default is replayed"),
     **{("h200", "trtllm", model, "", "2025-11-02", "2025-11-02"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh @ 9596d23d7 (DeepSeek-R1-0528, TRT-LLM 1.1.0rc2.post2): EP_SIZE=$TP "
         "(:24), attention DP at 8k/1k above C=32 (:28-39), kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
