@@ -79,8 +79,7 @@ def main() -> int:
         lines += [f"## {name.upper()}: `simulate validate --measurements ../shared/data/e2e/{f.name} --jobs {a.jobs}`",
                   "", f"{len(done)} rows replayed, {len(skipped)} skipped, {wall:.0f} s here.", ""]
         lines += _table(report.summary(done, skipped)) + [""]
-        notes = Counter(r.unknown.split(" (")[0] if r.unknown.startswith("recipe") else r.unknown
-                        for r in done if r.unknown)
+        notes = Counter(report.note_key(r.unknown) for r in done if r.unknown)
         if notes:
             lines += ["Setup notes (rows whose setup is not fully recorded, or whose columns disagree with their "
                       "launch script: what the replay does):", ""]

@@ -8,7 +8,6 @@ Usage: python benchmarks/fit_step_overhead.py [--measurements CSV] [--jobs N] [-
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._shared import fit_args  # noqa: E402
 from perfmodel.framework import VLLM_SYNC_STEP_OVERHEAD_S  # noqa: E402
 from simulator.apps.validate import harness as H  # noqa: E402
+from simulator.apps.validate.pool import pool_map  # noqa: E402
 from simulator.apps.validate.replay import replay  # noqa: E402
 from simulator.apps.validate.rows import cases, read_measurements  # noqa: E402
 
@@ -31,8 +31,7 @@ def main() -> None:
     a = fit_args(__doc__, "ms", [1.0, 1.5, 2.0, 2.5, 3.0], "milliseconds")
     found, _ = cases(read_measurements(a.measurements))
     rows = [c for c in found if c.policy == "layout" and c.backend == "vllm" and H.source_of(c) == "aic"]
-    with ProcessPoolExecutor(a.jobs) as ex:
-        out = list(ex.map(_one, [(ms, c) for ms in a.ms for c in rows], chunksize=4))
+    out = pool_map(_one, [(ms, c) for ms in a.ms for c in rows], a.jobs)
     print(f"{len(rows)} vLLM synchronous-loop rows (aiperf, vLLM 0.12.0)")
     for k, ms in enumerate(a.ms):
         done = out[k * len(rows):(k + 1) * len(rows)]

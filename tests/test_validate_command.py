@@ -140,3 +140,13 @@ def test_every_h200_disagg_row_has_its_recipe(shared):
     found, _ = cases(read_measurements(shared / "data" / "e2e" / "silicon_h200_sxm.csv"))
     disagg = [c for c in found if c.policy == "disagg"]
     assert len(disagg) == 184 and all(dsr1_choices(c) for c in disagg)
+
+
+def test_another_frameworks_replay_does_not_take_the_rows_version():
+    """Regression: `validate --framework vllm` on a TRT-LLM 1.0.0rc3 row passed "1.0.0rc3" as vLLM's version,
+    which reads as >= 0.18 (async scheduling, no host time per step). The row's version names its own framework."""
+    trt = _cases()[0]
+    seen = blind(as_launched(trt))
+    assert run_spec(seen, harness(seen)).framework_version == "1.0.0rc3"
+    other = run_spec(seen, harness(seen, "vllm"))
+    assert other.framework == "vllm" and other.framework_version is None

@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 from tqdm import tqdm
 
@@ -22,6 +20,7 @@ from simulator.workload import TraceError
 from simulator.workload.cli import DefaultsHelpFormatter
 from . import report
 from .holdout import holdout, table
+from .pool import pool_map
 from .rows import Skip, cases, read_measurements
 from .replay import replay
 
@@ -61,32 +60,9 @@ def _one(item):
         return Skip(case.row, case.id, case.backend, case.model, f"{type(e).__name__}: {e}", case.group)
 
 
-def _quiet_worker() -> None:
-    """Workers leave Ctrl-C to the parent (which says `interrupted` once), instead of a traceback each."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def run_rows(found, jobs: int, progress=None, framework: str | None = None) -> list:
     """Replayed or Skip per case, in order (processes when jobs > 1)."""
-    return _run(found, jobs, progress, framework)
-
-
-def _run(found, jobs: int, progress, framework) -> list:
-    found = [(c, framework) for c in found]
-    if jobs <= 1 or len(found) < 2:
-        out = []
-        for c in found:
-            out.append(_one(c))
-            if progress:
-                progress(1)
-        return out
-    with ProcessPoolExecutor(jobs, initializer=_quiet_worker) as ex:
-        out = []
-        for r in ex.map(_one, found, chunksize=4):
-            out.append(r)
-            if progress:
-                progress(1)
-        return out
+    return pool_map(_one, [(c, framework) for c in found], jobs, progress)
 
 
 def main(argv) -> int:
@@ -134,9 +110,7 @@ def main(argv) -> int:
     unknown: dict = {}
     for r in done:  # rows whose setup is not (fully) recorded: replayed under defaults / the first recipe
         if r.unknown:
-            key = ("recipe: two or more ran at the row's concurrency, the row does not say which: replayed as the "
-                   "first" if r.unknown.startswith("recipe") else r.unknown)
-            unknown[key] = unknown.get(key, 0) + 1
+            unknown[report.note_key(r.unknown)] = unknown.get(report.note_key(r.unknown), 0) + 1
     for why, n in sorted(unknown.items(), key=lambda kv: -kv[1]):
         print(f"setup note, {n} rows: {why}")
     reasons: dict = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from simulator.engine.config import EngineConfig, framework_engine
 from simulator.run import RunSpec
 
-# EngineConfig field -> (flag, how its value is written; None: a bare switch set when the value is this)
+# EngineConfig field -> (flag, how its value is written: a function, or for a bare switch the value it sets)
 ENGINE_FLAGS = {
     "max_num_batched_tokens": ("--max-num-batched-tokens", str),
     "max_num_seqs": ("--max-num-seqs", str),

@@ -44,13 +44,13 @@ def _sglang_srt(c: Case) -> bool:
     return c.backend == "sglang" and H.source_of(c) == "srt"
 
 
-def _dep16_only(c: Case, plain: bool) -> bool:
-    """A TRT-LLM DeepSeek disagg row whose concurrency only one recipe ran, decoding on DEP16 workers (plain: no
-    MTP)."""
+def _plain_dep16_only(c: Case) -> bool:
+    """A TRT-LLM DeepSeek disagg row whose concurrency only one recipe ran, a plain one (no MTP) decoding on DEP16
+    workers."""
     recs = TRTLLM_DSR1_H100.get((c.isl, c.osl, c.concurrency)) if c.backend == "trtllm" else None
-    if c.policy != "disagg" or c.hardware != "h100" or not recs or len(recs) > 1 or not recs[0].gen_attention_dp:
+    if c.policy != "disagg" or c.hardware != "h100" or not recs or len(recs) > 1:
         return False
-    return recs[0].mtp == 0 or not plain
+    return recs[0].gen_attention_dp and recs[0].mtp == 0
 
 
 FITS = (
@@ -63,6 +63,6 @@ FITS = (
         (0.0, 70.0, 100.0, 140.0, 180.0), 0.0, "ttft", lambda c: _sglang_srt(c) and c.concurrency == 1, _sglang_srt,
         lambda: H.SGLANG_PD_HANDOFF_S * 1e3),
     Fit("simulator.apps.validate.harness.DEEPEP_NORMAL_CALL_S", "benchmarks/fit_deepep_call.py", "moe_a2a_call_us",
-        (0.0, 100.0, 150.0, 200.0, 250.0), 0.0, "tpot", lambda c: _dep16_only(c, True),
+        (0.0, 100.0, 150.0, 200.0, 250.0), 0.0, "tpot", _plain_dep16_only,
         lambda c: c.backend == "trtllm" and H.source_of(c) == "srt", lambda: H.DEEPEP_NORMAL_CALL_S * 1e6),
 )

@@ -8,14 +8,14 @@ replayed with those values together. In-sample is the ordinary replay (the const
 """
 from __future__ import annotations
 
-import signal
-from concurrent.futures import ProcessPoolExecutor
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from . import harness as H
 from .fits import FITS
+from .pool import pool_map
 from .replay import Replayed, replay
 from .rows import Case
 
@@ -39,25 +39,9 @@ def _one(item):
         return None
 
 
-def _quiet() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _map(items: list, jobs: int, progress=None) -> list:
-    if jobs <= 1 or len(items) < 2:
-        out = []
-        for it in items:
-            out.append(_one(it))
-            if progress:
-                progress(1)
-        return out
-    with ProcessPoolExecutor(jobs, initializer=_quiet) as ex:
-        out = []
-        for r in ex.map(_one, items, chunksize=4):
-            out.append(r)
-            if progress:
-                progress(1)
-        return out
+def _moved(f, value: float) -> bool:
+    """Whether a refit value differs from the constant in force (read back in the field's unit: compare, not ==)."""
+    return not math.isclose(value, f.fitted(), rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _err(results: list, metric: str) -> float:
@@ -72,7 +56,7 @@ def holdout(done: list[Replayed], key: str, jobs: int = 1, progress=None) -> tup
     cases = [r.case for r in done]
     # the sweeps: each constant's fit rows at each grid value (the others in force)
     sweeps = [Sweep(f, c, v) for f in FITS for c in cases if f.fit_rows(c) for v in f.grid]
-    swept = _map([(s.case, ((s.fit.field, s.value),)) for s in sweeps], jobs, progress)
+    swept = pool_map(_one, [(s.case, ((s.fit.field, s.value),)) for s in sweeps], jobs, progress)
     table: dict = {}  # (fit name, value) -> [(group, Replayed)]
     for s, r in zip(sweeps, swept):
         table.setdefault((s.fit.name, s.value), []).append((group(s.case), r))
@@ -90,19 +74,19 @@ def holdout(done: list[Replayed], key: str, jobs: int = 1, progress=None) -> tup
     items, where = [], []
     for i, c in enumerate(cases):
         fields = tuple((f.field, refit[group(c)][f.name]) for f in FITS
-                       if f.acts_on(c) and refit[group(c)][f.name] != f.fitted())
+                       if f.acts_on(c) and _moved(f, refit[group(c)][f.name]))
         if fields:
             items.append((c, fields))
             where.append(i)
     held = list(done)
-    for i, r in zip(where, _map(items, jobs, progress)):
+    for i, r in zip(where, pool_map(_one, items, jobs, progress)):
         held[i] = r
     rows = []
     for g in groups + ["all"]:
         idx = [i for i, c in enumerate(cases) if g == "all" or group(c) == g]
         ins, out = [done[i] for i in idx], [held[i] for i in idx]
         changed = {} if g == "all" else {f.name.rsplit(".", 1)[1]: refit[g][f.name] for f in FITS
-                                        if refit[g][f.name] != f.fitted()}
+                                        if _moved(f, refit[g][f.name])}
         rows.append({"group": g, "rows": len(idx), "ttft_in": _err(ins, "ttft"), "ttft_held": _err(out, "ttft"),
                      "tpot_in": _err(ins, "tpot"), "tpot_held": _err(out, "tpot"), "refit": changed})
     return rows[:-1], rows[-1]

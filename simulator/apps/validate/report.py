@@ -23,6 +23,14 @@ def frame(done: list[Replayed]) -> pd.DataFrame:
     } for r in done])
 
 
+def note_key(unknown: str) -> str:
+    """A row's setup note as counted in a report: a recipe note without its row's own concurrency and recipe names
+    (harness.recipe_note), any other note as is."""
+    if unknown.startswith("recipe"):
+        return "recipe: two or more ran at the row's concurrency, the row does not say which: replayed as the first"
+    return unknown
+
+
 def _stats(group: str, df: pd.DataFrame, skipped: int) -> dict:
     out = {"group": group, "rows": int(len(df)), "skipped": int(skipped)}
     for m in ("ttft", "tpot"):
