@@ -26,3 +26,17 @@ def shared():
     if d is None:
         pytest.skip("../shared/data is absent (real traces and H100 tables live there, not in the repo)")
     return d
+
+
+@pytest.fixture(scope="session")
+def derived_h200(tmp_path_factory):
+    """An H200 profile derived from the bundled H100 one (`calibrate --derive-from`): what the bundled H200
+    profile was until it was fitted on H200's own tables; the transfer rule is still shipped and tested."""
+    from perfmodel.calibration.calibrate import derive, dumps
+    from perfmodel.calibration.profile import PROFILE_DIR, load_profile
+    from perfmodel.hardware import load_hardware
+    out = tmp_path_factory.mktemp("derived") / "h200_derived.json"
+    d = derive(PROFILE_DIR / "h100_sxm.json", load_hardware("h100_sxm"), load_hardware("h200_sxm"),
+               "h200_derived", out.parent)
+    out.write_text(dumps(d) + "\n")
+    return load_profile(out)

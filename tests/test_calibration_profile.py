@@ -1,5 +1,6 @@
 """The shipped profiles (perfmodel/profiles/*.json): loaded by default for h100_sxm / h200_sxm, small,
-fast to evaluate, explained term by term, and the H200 transfer does what its provenance says."""
+fast to evaluate, explained term by term; the H200 one fitted on H200's own tables, and the H100 -> H200
+transfer (`calibrate --derive-from`, for a GPU without measurements) does what its provenance says."""
 import json
 
 import numpy as np
@@ -16,7 +17,7 @@ from perfmodel.modelspec import load_model
 
 def test_default_profiles_for_hopper_only():
     h100, h200 = default_profile(load_hardware("h100")), default_profile(load_hardware("h200"))
-    assert h100.name == "h100_sxm" and h200.name == "h200_sxm" and h200.base == "h100_sxm"
+    assert h100.name == "h100_sxm" and h200.name == "h200_sxm" and not h200.base and not h100.base
     assert default_profile(load_hardware("a100-80gb")) is None and default_profile(load_hardware("cpu")) is None
     assert load_profile("h100_sxm") is load_profile(PROFILE_DIR / "h100_sxm.json")  # parsed once, cached
 
@@ -27,18 +28,21 @@ def test_shipped_files_small_numbers_and_provenance(name):
     assert path.stat().st_size < 260_000  # repo-size guard (200 kB until the Marlin MoE family, 210 kB until two routing skews, 220 kB until the MoE floors and own-shape tables, 250 kB until the int4 Marlin table)
     d = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{name}: non-finite number {c}"))
     prov = d["provenance"]
-    if name == "h100_sxm":
-        assert {s["file"] for s in prov["sources"]} >= {"gemm_trtllm_1.3.0rc20.csv", "nccl.csv", "custom_allreduce.csv",
-                                                         "context_attention_trtllm_1.3.0rc20.csv",
-                                                         "generation_attention_trtllm_1.3.0rc20.csv"}
-        assert all(len(s["sha256"]) == 64 and s["rows_used"] > 0 for s in prov["sources"])
-        assert prov["split"]["fit_on"] == "fit" and "created_utc" in prov
-        for op in ("gemm bf16", "gemm fp8", "attention_prefill", "attention_decode", "all_reduce", "all_gather",
-                   "reduce_scatter", "all_to_all", "custom_all_reduce"):
-            assert prov["fit_error"][op]["heldout_rows"] > 0, op
-    else:
-        assert d["derived_from"]["profile"] == "h100_sxm.json"
-        assert "no h200_sxm measurements" in prov["measurements"] and "4800" in prov["scaled"]
+    assert "derived_from" not in d  # both fitted on their own GPU's measured tables
+    assert {s["file"] for s in prov["sources"]} >= {"gemm_trtllm_1.3.0rc20.csv", "nccl.csv", "custom_allreduce.csv",
+                                                     "context_attention_trtllm_1.3.0rc20.csv",
+                                                     "generation_attention_trtllm_1.3.0rc20.csv"}
+    assert {s["dir"] for s in prov["sources"]} == {f"../shared/data/calibration/{name}"}
+    assert all(len(s["sha256"]) == 64 and s["rows_used"] > 0 for s in prov["sources"])
+    assert prov["split"]["fit_on"] == "fit" and "created_utc" in prov
+    for op in ("gemm bf16", "gemm fp8", "attention_prefill", "attention_decode", "all_reduce", "all_gather",
+               "reduce_scatter", "all_to_all", "custom_all_reduce"):
+        assert prov["fit_error"][op]["heldout_rows"] > 0, op
+    if name == "h200_sxm":  # its moe and mla_decode sections: fitted on aiconfigurator-core's H200 tables
+        assert prov["aiconfigurator"]["version"] == "0.12.0" and prov["aiconfigurator"]["system"] == "h200_sxm"
+        assert all(prov["extra_sections"][k].startswith("fitted on aiconfigurator-core 0.12.0: ")
+                   for k in ("moe", "mla_decode"))
+        assert "--from-aiconfigurator h200_sxm" in prov["command"]
 
 
 def test_decode_tables_never_fall_with_more_keys():
@@ -52,12 +56,13 @@ def test_every_cost_term_is_explained():
         for term in TERMS:
             text = prof.describe(term)
             assert isinstance(text, str) and text
-        assert "h100_sxm.json" in prof.describe("gemm") and "interpolation" in prof.describe("all_reduce")
+        assert f"{name}.json" in prof.describe("gemm") and "interpolation" in prof.describe("all_reduce")
         assert "datasheet" in prof.describe("send_recv") and "datasheet" in prof.describe("elementwise")
 
 
-def test_h200_transfer_scales_only_the_hbm_share():
-    h100, h200 = load_profile("h100_sxm"), load_profile("h200_sxm")
+def test_h200_transfer_scales_only_the_hbm_share(derived_h200):
+    h100, h200 = load_profile("h100_sxm"), derived_h200
+    assert h200.base == "h100_sxm"
     ratio = 3350 / 4800
     # decode with long contexts is KV-bandwidth bound: scales by ~the bandwidth ratio
     kv = 64 * 32768

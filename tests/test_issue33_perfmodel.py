@@ -123,7 +123,7 @@ def test_estimate_says_which_profile_or_datasheet(capsys):
     _, text, _ = estimate(capsys, *base, "--hardware", "h20")
     assert "\nprofile: none (datasheet roofline of h20, not calibrated: where both exist it gives TPOT" in text
     _, text, _ = estimate(capsys, *base, "--hardware", "h200")
-    assert "derived from h100_sxm's measurements" in text
+    assert "\nprofile: h200_sxm (h200_sxm.json: calibrated on h200_sxm from 5 measurement file(s)" in text
     rc, out, err = estimate(capsys, *base, "--hardware", "h20", "--format", "json")
     assert rc == 0 and json.loads(out)[0]["profile"] == "none (datasheet)" and "note: profile: none" in err
     _, text, _ = estimate(capsys, *base, "--hardware", "h20", "--profile", "h100_sxm")

@@ -69,8 +69,8 @@ def test_other_latents_and_no_section_keep_the_roofline():
     assert PROF.mla_decode_time_s(8, 8 * 2048, 16, "int8") is None
 
 
-def test_derived_profile_inherits_and_scales_bandwidth():
-    h200 = load_profile("h200_sxm")
+def test_derived_profile_inherits_and_scales_bandwidth(derived_h200):
+    h200 = derived_h200
     assert set(h200.mla) == {"bf16", "fp8"} and h200.hbm_ratio < 1
     big = (8, 256, 256 * 8192)  # bandwidth-bound: 8 heads, long keys
     assert h200.mla_decode_time_s(big[1], big[2], big[0], "bf16") < PROF.mla_decode_time_s(big[1], big[2], big[0], "bf16")

@@ -82,12 +82,12 @@ def test_without_section_formula_is_used():
     assert np.allclose(cost._expert_gemm_s(spec, lay, HW, n, None), cost.expert_gemm_formula_s(spec, lay, HW, n, None)[0])
 
 
-def test_unknown_framework_falls_back_and_derived_profile_inherits():
+def test_unknown_framework_falls_back_and_derived_profile_inherits(derived_h200):
     n = np.array([8.0, 512.0])
     assert np.allclose(PROF.moe_factor("sglang", "fp8", "ep", 4, n), PROF.moe_factor("vllm", "fp8", "ep", 4, n))
-    h200 = resolve_profile(load_hardware("h200"), None)
-    if h200 is not None and h200.base:
-        assert h200.moe_factor("vllm", "fp8", "ep", 4, n) is not None
+    assert derived_h200.base == "h100_sxm" and derived_h200.moe_factor("vllm", "fp8", "ep", 4, n) is not None
+    h200 = resolve_profile(load_hardware("h200"), None)  # the bundled one: its own fitted section
+    assert not h200.base and h200.moe_factor("vllm", "fp8", "ep", 4, n) is not None
 
 
 @pytest.mark.parametrize("fw", ["vllm", "trtllm"])

@@ -55,7 +55,7 @@ def test_per_sequence_aggregates_agree_between_table_and_step_cost():
     assert tab.time_s(*agg) == pytest.approx(want, rel=1e-9)
 
 
-PROFILED = [  # (hardware, model, weights, layout): calibrated (h200 is a derived profile) and datasheet
+PROFILED = [  # (hardware, model, weights, layout): calibrated (both fitted on their own GPU's tables) and datasheet
     ("h200", "llama-3.3-70b", "fp8", ParallelLayout(tp=8)),
     ("h200", "llama-3.3-70b", "fp8", ParallelLayout(tp=2, pp=4)),
     ("h100", "llama-3.1-8b", "bf16", ParallelLayout(tp=1)),

@@ -17,6 +17,12 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
                         "(recorded in the profile; every estimate with it says so)")
     p.add_argument("--split", default="fit", choices=("fit", "all"),
                    help="fit on the fixed fit split (default; validate reports held-out error) or on all rows")
+    p.add_argument("--from-aiconfigurator", default=None, metavar="SYSTEM",
+                   help="read aiconfigurator's kernel tables for SYSTEM (h100_sxm, h200_sxm, ...) from the installed "
+                        "aiconfigurator-core package (extra 'aic'): the moe and mla_decode sections always, and the "
+                        "GEMM, attention and collective tables unless --measurements gives them")
+    p.add_argument("--aic-framework", default="trtllm", choices=("trtllm", "vllm", "sglang"),
+                   help="whose kernel collection --from-aiconfigurator reads (its GEMM and attention tables)")
     p.add_argument("--derive-from", default=None, metavar="PROFILE",
                    help="derive a profile for --base from this profile and the two datasheets (no measurements)")
 

@@ -80,13 +80,15 @@ def _errors(kind, df, prof, held) -> dict:
 
 
 def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, command: str = "",
-              progress=None, allow_device_mismatch: bool = False) -> dict:
+              progress=None, allow_device_mismatch: bool = False, extra_dirs=(), aiconfigurator=None) -> dict:
     """The profile dict fitted on `meas` (readers.Measurements): on the fit split ("fit", the
     default: validate then reports held-out error) or on every row ("all"). `progress`, if given,
     is called as progress(stage, done, total) before each stage (one per op kind fitted, then
     "fit error") and once at the end with done == total. Refuses (ValueError) measurements whose
     device column names other hardware than `hw` unless allow_device_mismatch (calibration/device.py);
-    adds the `mla_decode` and `moe` sections (add_extra_sections below; calibration/coverage.py)."""
+    adds the `mla_decode` and `moe` sections (add_extra_sections below; calibration/coverage.py), looking for
+    their tables in `extra_dirs` first (aiconfigurator's systems/data/<gpu>/), then beside the measurements;
+    `aiconfigurator`: the record of what came from the aiconfigurator-core package (aiconfigurator.provenance)."""
     if split_mode not in ("fit", "all"):
         raise ValueError(f"--split {split_mode!r}: choose fit or all")
     device_check = check_devices(meas.sources, hw, allow_device_mismatch)
@@ -111,7 +113,15 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         d[key] = fit(df[~held[kind]])
     if not held:
         raise ValueError("no measurement rows to fit (gemm, attention, collective or memcpy rows)")
-    extra = add_extra_sections(d, sorted({src["dir"] for src in meas.sources}), hw, "mismatch" not in device_check)
+    extra = add_extra_sections(d, [*map(str, extra_dirs), *sorted({src["dir"] for src in meas.sources})], hw,
+                               "mismatch" not in device_check)
+    if aiconfigurator:  # the package's folder by name and version, not this machine's site-packages path
+        label = f"{aiconfigurator['package']} {aiconfigurator['version']}: {aiconfigurator['tables'].rstrip('/')}"
+        extra = {k: v.replace(str(Path(extra_dirs[0])), label) for k, v in extra.items()} if extra_dirs else extra
+        for key, how in extra.items():  # the section's own record names the code it follows at its commit
+            if how.startswith(f"fitted on {label}") and isinstance(d.get(key, {}).get("source"), dict):
+                d[key]["source"] = {**d[key]["source"], "data": how[len("fitted on "):]}
+                d[key]["source"].pop("file", None)
     prof = from_dict(d)
     errors = {}
     tick("fit error", len(stages) - 1, len(stages))
@@ -130,7 +140,10 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         "device_check": device_check,
         "extra_sections": extra,  # mla_decode / moe: fitted here, copied from the bundled profile, or missing
     }
-    if any(src["file"].startswith("gemm_") and src["format"] == "aiconfigurator" for src in meas.sources) \
+    if aiconfigurator:
+        d["provenance"]["aiconfigurator"] = aiconfigurator
+    if any(src["file"].startswith(("gemm_", "gemm/trtllm/")) and src["format"] == "aiconfigurator"
+           for src in meas.sources) \
             and "fp8" in d.get("gemm", {}):
         d["provenance"]["notes"] = {"gemm": "fp8 times include TensorRT-LLM's activation-quantisation kernel "
                                             "(~10 us floor per GEMM), as measured in the aiconfigurator table"}

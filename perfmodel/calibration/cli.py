@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from ..cliutil import DefaultsHelp, atomic_write_text, check_writable, run_cli
 from ..hardware import load_hardware
+from . import aiconfigurator as aic
 from .args import add_calibrate_args, add_validate_args
 from .calibrate import calibrate, derive, dumps
 from .coverage import caveats
@@ -39,12 +40,17 @@ def calibrate_main(args, out=None) -> int:
             base = load_profile(args.derive_from)
             d = derive(Path(base.path), load_hardware(base.hardware), hw, name, Path(args.out).parent)
         else:
-            if not args.measurements:
-                raise ValueError("--measurements is required (or --derive-from PROFILE)")
+            if not args.measurements and not args.from_aiconfigurator:
+                raise ValueError("--measurements or --from-aiconfigurator SYSTEM is required (or --derive-from PROFILE)")
+            system = args.from_aiconfigurator
             with _progress_bar() as bar:
-                meas = read_measurements_any(args.measurements)
+                meas = (read_measurements_any(args.measurements) if args.measurements
+                        else aic.read_system(system, args.aic_framework))
+                extra = [aic.system_dir(system)] if system else []
+                record = aic.provenance(system, args.aic_framework, not args.measurements) if system else None
                 d = calibrate(meas, hw, args.split, name, _command(args), progress=bar,
-                              allow_device_mismatch=args.allow_device_mismatch)
+                              allow_device_mismatch=args.allow_device_mismatch, extra_dirs=extra,
+                              aiconfigurator=record)
         atomic_write_text(args.out, dumps(d) + "\n")
     except (ValueError, FileNotFoundError, KeyError) as e:
         return _fail(e)
@@ -85,8 +91,12 @@ class _progress_bar:
 
 
 def _command(args) -> str:
-    parts = ["perfmodel", "calibrate", "--measurements", *map(str, args.measurements), "--base", args.base,
-             "--out", str(args.out)]
+    parts = ["perfmodel", "calibrate"]
+    parts += ["--measurements", *map(str, args.measurements)] if args.measurements else []
+    if args.from_aiconfigurator:
+        parts += ["--from-aiconfigurator", args.from_aiconfigurator]
+        parts += ["--aic-framework", args.aic_framework] if args.aic_framework != "trtllm" else []
+    parts += ["--base", args.base, "--out", str(args.out)]
     if args.split != "fit":
         parts += ["--split", args.split]
     if args.name:
