@@ -121,3 +121,14 @@ def test_package_tables_are_the_shared_csvs(shared):
         kb = b[b.op == op].groupby(["group", "size_bytes"]).t_us.median()
         common = ka.index.intersection(kb.index)
         assert len(common) > 0.9 * len(kb) and np.allclose(ka[common], kb[common], rtol=0.05), op
+
+
+def test_newest_version_folder_is_read(tmp_path):
+    """Release candidates before their release, post-releases after it (PEP 440), numbers compared as numbers."""
+    for v in ("1.3.0rc20", "1.3.0rc3", "1.3.0", "1.10.0rc1", "0.5.6.post2", "notes"):
+        (tmp_path / v).mkdir()
+        (tmp_path / v / "t.parquet").write_bytes(b"")
+    assert aic._newest(tmp_path, "t.parquet").parent.name == "1.10.0rc1"
+    assert sorted(["1.3.0", "1.3.0rc20", "1.3.0rc3", "1.3.0.post1"], key=aic._version_key) == \
+        ["1.3.0rc3", "1.3.0rc20", "1.3.0", "1.3.0.post1"]
+    assert aic._newest(tmp_path / "absent", "t.parquet") is None

@@ -67,7 +67,12 @@ def system_dir(system: str) -> Path:
 
 
 def _version_key(v: str):
-    return tuple(int(x) if x.isdigit() else -1 for x in v.replace("rc", ".").replace("post", ".").split("."))
+    """PEP 440 order (1.3.0rc20 < 1.3.0rc23 < 1.3.0 < 1.3.0.post1); `packaging` comes with the package."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        return (1, Version(v))
+    except InvalidVersion:  # a folder not named by a version: before every version
+        return (0, v)
 
 
 def _newest(folder: Path, name: str) -> Path | None:
