@@ -132,3 +132,5 @@ def test_newest_version_folder_is_read(tmp_path):
     assert sorted(["1.3.0", "1.3.0rc20", "1.3.0rc3", "1.3.0.post1"], key=aic._version_key) == \
         ["1.3.0rc3", "1.3.0rc20", "1.3.0", "1.3.0.post1"]
     assert aic._newest(tmp_path / "absent", "t.parquet") is None
+    assert sorted(["0.1", "0.1.dev19262", "0.1rc1", "0.0.9"], key=aic._version_key) == \
+        ["0.0.9", "0.1.dev19262", "0.1rc1", "0.1"]

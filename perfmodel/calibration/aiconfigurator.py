@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -66,13 +67,21 @@ def system_dir(system: str) -> Path:
     return d
 
 
+_VERSION = re.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?$")
+
+
 def _version_key(v: str):
-    """PEP 440 order (1.3.0rc20 < 1.3.0rc23 < 1.3.0 < 1.3.0.post1); `packaging` comes with the package."""
-    from packaging.version import InvalidVersion, Version
-    try:
-        return (1, Version(v))
-    except InvalidVersion:  # a folder not named by a version: before every version
-        return (0, v)
+    """PEP 440 order of a version folder (1.3.0rc20 < 1.3.0rc23 < 1.3.0 < 1.3.0.post1; 0.1.dev1 < 0.1);
+    a folder not named by a version sorts before every version."""
+    m = _VERSION.match(v)
+    if not m:
+        return (0, (), ())
+    release = tuple(int(x) for x in m.group(1).split("."))
+    release += (0,) * (6 - len(release))  # 1.3 == 1.3.0
+    pre = ({"a": 0, "b": 1, "rc": 2}[m.group(2)], int(m.group(3))) if m.group(2) else (3, 0)  # none: after rc
+    if m.group(5) and not m.group(2) and not m.group(4):  # a dev release comes before its release's a/b/rc
+        pre = (-1, int(m.group(5)))
+    return (1, release, (*pre, int(m.group(4) or -1)))
 
 
 def _newest(folder: Path, name: str) -> Path | None:
