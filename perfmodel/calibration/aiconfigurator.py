@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .readers import AIC_FILES, Measurements, sha256
+from .readers import AIC_FILES, DTYPES, Measurements, sha256
 
 PACKAGE, DIST = "aiconfigurator_core", "aiconfigurator-core"
 FORBIDDEN = "silicon_sample.csv"  # never opened: the held-out end-to-end rows (module docstring)
@@ -52,6 +52,11 @@ def package_version() -> str:
         return importlib.metadata.version(DIST)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+def label(system: str) -> str:
+    """How a profile names the package's folder of `system` (its version, not this machine's site-packages path)."""
+    return f"{DIST} {package_version()}: {PACKAGE}/systems/data/{system}"
 
 
 def systems() -> list[str]:
@@ -136,15 +141,15 @@ def read_system(system: str, framework: str = "trtllm") -> Measurements:
         for path in paths:
             df = _table(path, root)
             rel = path.relative_to(root).as_posix()
-            if prefix == "gemm_":  # block-scaled fp8 is costed from the MoE tables, not the dense GEMM grid
-                keep = df.gemm_dtype.astype(str).isin(["bfloat16", "fp8", "float16", "float32"])
+            if prefix == "gemm_":  # the GEMM grid is per dtype the readers know (no block-scaled fp8 grid)
+                keep = df.gemm_dtype.astype(str).str.strip().str.lower().isin(DTYPES)
                 skipped[f"{rel}: gemm rows of other dtypes (fp8_block, ...)"] = int((~keep).sum())
                 df = df[keep]
             frames, skip = readers[prefix](_as_csv(prefix, df, path), path)
             skipped.update({f"{rel}: {k}": v for k, v in skip.items() if v})
             for k, v in frames.items():
                 acc.setdefault(k, []).append(v.assign(src=rel))
-            sources.append({"file": rel, "dir": f"{DIST} {package_version()}: {PACKAGE}/systems/data/{system}",
+            sources.append({"file": rel, "dir": label(system),
                             "format": "aiconfigurator", "sha256": sha256(path),
                             "rows_used": int(sum(len(f) for f in frames.values())),
                             "devices": sorted({str(d) for d in df.get("device", pd.Series([], dtype=str)).unique()})})

@@ -80,15 +80,17 @@ def _errors(kind, df, prof, held) -> dict:
 
 
 def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, command: str = "",
-              progress=None, allow_device_mismatch: bool = False, extra_dirs=(), aiconfigurator=None) -> dict:
+              progress=None, allow_device_mismatch: bool = False, extra_dirs: dict | None = None,
+              records: dict | None = None) -> dict:
     """The profile dict fitted on `meas` (readers.Measurements): on the fit split ("fit", the
     default: validate then reports held-out error) or on every row ("all"). `progress`, if given,
     is called as progress(stage, done, total) before each stage (one per op kind fitted, then
     "fit error") and once at the end with done == total. Refuses (ValueError) measurements whose
     device column names other hardware than `hw` unless allow_device_mismatch (calibration/device.py);
     adds the `mla_decode` and `moe` sections (add_extra_sections below; calibration/coverage.py), looking for
-    their tables in `extra_dirs` first (aiconfigurator's systems/data/<gpu>/), then beside the measurements;
-    `aiconfigurator`: the record of what came from the aiconfigurator-core package (aiconfigurator.provenance)."""
+    their tables in `extra_dirs` first (folder -> the name the profile records it by: aiconfigurator's
+    systems/data/<gpu>/ in the installed package), then beside the measurements; `records`: more provenance
+    entries (e.g. "aiconfigurator": what came from that package, aiconfigurator.provenance)."""
     if split_mode not in ("fit", "all"):
         raise ValueError(f"--split {split_mode!r}: choose fit or all")
     device_check = check_devices(meas.sources, hw, allow_device_mismatch)
@@ -113,15 +115,15 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         d[key] = fit(df[~held[kind]])
     if not held:
         raise ValueError("no measurement rows to fit (gemm, attention, collective or memcpy rows)")
-    extra = add_extra_sections(d, [*map(str, extra_dirs), *sorted({src["dir"] for src in meas.sources})], hw,
+    extra_dirs = {str(k): v for k, v in (extra_dirs or {}).items()}
+    extra = add_extra_sections(d, [*extra_dirs, *sorted({src["dir"] for src in meas.sources})], hw,
                                "mismatch" not in device_check)
-    if aiconfigurator:  # the package's folder by name and version, not this machine's site-packages path
-        label = f"{aiconfigurator['package']} {aiconfigurator['version']}: {aiconfigurator['tables'].rstrip('/')}"
-        extra = {k: v.replace(str(Path(extra_dirs[0])), label) for k, v in extra.items()} if extra_dirs else extra
-        for key, how in extra.items():  # the section's own record names the code it follows at its commit
-            if how.startswith(f"fitted on {label}") and isinstance(d.get(key, {}).get("source"), dict):
-                d[key]["source"] = {**d[key]["source"], "data": how[len("fitted on "):]}
-                d[key]["source"].pop("file", None)
+    for key, how in extra.items():  # a folder fitted from by its recorded name; the section's own source record
+        for folder, name in extra_dirs.items():  # keeps the code it follows at its commit and names the data
+            if how.startswith(f"fitted on {folder}"):
+                extra[key] = how.replace(folder, name, 1)
+                d[key]["source"] = {**{k: v for k, v in d[key]["source"].items() if k != "file"},
+                                    "data": extra[key][len("fitted on "):]}
     prof = from_dict(d)
     errors = {}
     tick("fit error", len(stages) - 1, len(stages))
@@ -140,8 +142,7 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         "device_check": device_check,
         "extra_sections": extra,  # mla_decode / moe: fitted here, copied from the bundled profile, or missing
     }
-    if aiconfigurator:
-        d["provenance"]["aiconfigurator"] = aiconfigurator
+    d["provenance"].update(records or {})
     if any(src["file"].startswith(("gemm_", "gemm/trtllm/")) and src["format"] == "aiconfigurator"
            for src in meas.sources) \
             and "fp8" in d.get("gemm", {}):

@@ -46,11 +46,11 @@ def calibrate_main(args, out=None) -> int:
             with _progress_bar() as bar:
                 meas = (read_measurements_any(args.measurements) if args.measurements
                         else aic.read_system(system, args.aic_framework))
-                extra = [aic.system_dir(system)] if system else []
-                record = aic.provenance(system, args.aic_framework, not args.measurements) if system else None
+                extra = {aic.system_dir(system): aic.label(system)} if system else {}
+                records = {"aiconfigurator": aic.provenance(system, args.aic_framework, not args.measurements)
+                           } if system else {}
                 d = calibrate(meas, hw, args.split, name, _command(args), progress=bar,
-                              allow_device_mismatch=args.allow_device_mismatch, extra_dirs=extra,
-                              aiconfigurator=record)
+                              allow_device_mismatch=args.allow_device_mismatch, extra_dirs=extra, records=records)
         atomic_write_text(args.out, dumps(d) + "\n")
     except (ValueError, FileNotFoundError, KeyError) as e:
         return _fail(e)

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 
 from tqdm import tqdm
 
@@ -107,16 +108,10 @@ def main(argv) -> int:
         return 0
     print(f"{' '.join(args.measurements)}: {len(done)} rows replayed, {len(skipped)} skipped")
     print(report.table(rows))
-    unknown: dict = {}
-    for r in done:  # rows whose setup is not (fully) recorded: replayed under defaults / the first recipe
-        if r.unknown:
-            unknown[report.note_key(r.unknown)] = unknown.get(report.note_key(r.unknown), 0) + 1
-    for why, n in sorted(unknown.items(), key=lambda kv: -kv[1]):
+    # rows whose setup is not (fully) recorded: replayed under defaults / the first recipe
+    for why, n in Counter(report.note_key(r.unknown) for r in done if r.unknown).most_common():
         print(f"setup note, {n} rows: {why}")
-    reasons: dict = {}
-    for s in skipped:
-        reasons[s.reason] = reasons.get(s.reason, 0) + 1
-    for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+    for why, n in Counter(s.reason for s in skipped).most_common():
         print(f"skipped {n}: {why}")
     if args.holdout and done:
         with tqdm(file=sys.stderr, unit="replay", desc="holdout", delay=2) as bar:

@@ -52,16 +52,19 @@ def _lay(case: Case) -> ParallelLayout:
     return ParallelLayout.parse(case.layout)
 
 
+def _tep(t: int) -> str:
+    """TP t with the experts split over the same t GPUs."""
+    return f"tp={t},ep={t}" if t > 1 else "tp=1"
+
+
 def _ep_over_tp(case: Case) -> str:
     """--ep_size=$TP / --enable-expert-parallel: the experts split over the TP group the row's tp_size says."""
-    t = _lay(case).tp
-    return f"tp={t},ep={t}" if t > 1 else "tp=1"
+    return _tep(_lay(case).tp)
 
 
 def _tp_equals_ep(case: Case) -> str:
     """A config of tp = ep whose rows' converter wrote tp_size = tp x ep (moe_ep = the script's TP)."""
-    t = _lay(case).ep
-    return f"tp={t},ep={t}" if t > 1 else "tp=1"
+    return _tep(_lay(case).ep)
 
 
 def _dsr1_trt_h200(case: Case) -> str:
