@@ -1,5 +1,5 @@
 """`perfmodel calibrate --from-aiconfigurator SYSTEM` (perfmodel/calibration/aiconfigurator.py): the package's
-parquet tables become the same frames as the CSVs in ../shared; the held-out file beside them is never opened."""
+parquet tables become the same frames as the CSVs in ../shared; nothing outside systems/data/<system>/ is opened."""
 import builtins
 import importlib.util
 import json
@@ -16,11 +16,13 @@ from perfmodel.calibration.readers import read_measurements_any
 HAVE_PACKAGE = importlib.util.find_spec(aic.PACKAGE) is not None
 needs_package = pytest.mark.skipif(not HAVE_PACKAGE, reason="aiconfigurator-core is not installed (extra 'aic')")
 REPO = Path(__file__).resolve().parents[1]
+HELD_OUT = "held_out_sample.csv"  # the stand-in for the package's end-to-end sample (systems/, beside data/)
 
 
 def fake_package(root: Path) -> Path:
     """A package tree with one small system ('tiny': GEMMs, NCCL, vLLM's custom all-reduce) and, beside
-    systems/data, a silicon_sample.csv that is not a table at all: reading it would fail loudly."""
+    systems/data as the package's held-out end-to-end sample lies, a CSV that is not a table at all: reading it
+    would fail loudly."""
     data = root / "aiconfigurator_core" / "systems" / "data" / "tiny"
     rows = [dict(framework="TRTLLM", version="1.0", device="NVIDIA H100 80GB HBM3", op_name="gemm",
                  kernel_source="torch_flow", gemm_dtype=dt, m=m, n=n, k=k,
@@ -40,7 +42,7 @@ def fake_package(root: Path) -> Path:
           for k in ("vLLM_custom_graph", "vLLM_custom_eager") for g in (2, 4, 8) for s in 2 ** np.arange(7, 22)]
     (data / "comm/vllm/0.24.0").mkdir(parents=True)
     pd.DataFrame(ar).to_parquet(data / "comm/vllm/0.24.0/custom_allreduce_perf.parquet")
-    (root / "aiconfigurator_core" / "systems" / aic.FORBIDDEN).write_bytes(b"\x00not a table\x00")
+    (root / "aiconfigurator_core" / "systems" / HELD_OUT).write_bytes(b"\x00not a table\x00")
     return root / "aiconfigurator_core"
 
 
@@ -73,11 +75,11 @@ def test_fake_package_converts_and_never_opens_the_held_out_file(tmp_path, monke
     assert prov["rows_skipped"]["gemm/trtllm/1.0/gemm_perf.parquet: gemm rows of other dtypes (fp8_block, ...)"] == 36
     assert set(d["gemm"]) == {"bf16", "fp8"} and set(d["collectives"]) >= {"all_reduce", "custom_all_reduce"}
     assert prov["fit_error"]["gemm bf16"]["heldout_median_abs_rel_err"] < 0.05  # ms -> us, shapes as read
-    assert not any(Path(p).name == aic.FORBIDDEN for p in opened)
+    assert not any(Path(p).name == HELD_OUT for p in opened)
     parquet = [p for p in opened if p.endswith(".parquet")]
     assert parquet and all(Path(p).is_relative_to(pkg / "systems" / "data" / "tiny") for p in parquet)
-    with pytest.raises(ValueError, match="held-out"):  # and asked for it directly, the reader refuses it
-        aic._table(pkg / "systems" / aic.FORBIDDEN, pkg / "systems")
+    with pytest.raises(ValueError, match="only that folder is read"):  # asked for it directly, the reader refuses
+        aic._table(pkg / "systems" / HELD_OUT, pkg / "systems" / "data" / "tiny")
 
 
 def test_errors_are_one_line(tmp_path, monkeypatch, capsys):
@@ -95,8 +97,8 @@ def test_errors_are_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_no_project_code_names_the_held_out_file():
-    """The only Python source that names silicon_sample.csv is the guard that refuses it (and this test)."""
-    allowed = {REPO / "perfmodel/calibration/aiconfigurator.py", Path(__file__).resolve()}
+    """No Python source names the package's end-to-end sample file (this test spells its stem to look for it)."""
+    allowed = {Path(__file__).resolve()}
     named = [p for d in ("perfmodel", "simulator", "microbench", "kernels", "benchmarks", "tests", "notebooks")
              for p in (REPO / d).rglob("*") if p.suffix in (".py", ".ipynb", ".sh") and p.resolve() not in allowed
              and "silicon_sample" in p.read_text(errors="replace")]

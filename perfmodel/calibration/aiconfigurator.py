@@ -16,9 +16,9 @@ tables aiconfigurator itself costs TRT-LLM with, and the ones ../shared holds):
                                                                (calibrate.add_extra_sections, as for a folder)
 
 The package is located without importing it (importlib.util.find_spec). Only files under
-systems/data/<SYSTEM>/ are ever opened: the package also ships `systems/silicon_sample.csv`, whose
-Blackwell end-to-end rows are this project's held-out test; `_table` refuses that name outright and
-tests/test_calibration_aiconfigurator.py checks that no project code reads it.
+systems/data/<SYSTEM>/ are ever opened (`_table` refuses any other path): the package also ships, under
+systems/ beside data/, an end-to-end sample whose Blackwell rows are this project's held-out test, and
+tests/test_calibration_aiconfigurator.py checks that no project code reads or names it.
 """
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ import pandas as pd
 from .readers import AIC_FILES, DTYPES, Measurements, sha256
 
 PACKAGE, DIST = "aiconfigurator_core", "aiconfigurator-core"
-FORBIDDEN = "silicon_sample.csv"  # never opened: the held-out end-to-end rows (module docstring)
 FRAMEWORKS = ("trtllm", "vllm", "sglang")
 NCCL_BYTES = {"half": 2.0, "bfloat16": 2.0, "float": 4.0, "float32": 4.0, "int8": 1.0, "fp8": 1.0}
 INSTALL = "pip install 'aiconfigurator-core==0.12.0' (or the project's extra: pip install -e '.[aic]')"
@@ -98,8 +97,8 @@ def _newest(folder: Path, name: str) -> Path | None:
 def _table(path: Path, root: Path) -> pd.DataFrame:
     """One parquet table of root (systems/data/<system>), with a `line` column (1-based row + 1, as the
     CSV readers number rows, for their error messages)."""
-    if path.name == FORBIDDEN or root not in path.parents:
-        raise ValueError(f"{path}: not a kernel table of {root} (refused: {FORBIDDEN} is the held-out test)")
+    if root not in path.parents:  # (the held-out end-to-end sample lies outside every systems/data/<system>/)
+        raise ValueError(f"{path}: not a kernel table of {root} (refused: only that folder is read)")
     df = pd.read_parquet(path)
     df.insert(0, "line", np.arange(2, len(df) + 2))
     return df
@@ -165,4 +164,4 @@ def provenance(system: str, framework: str, kernels: bool) -> dict:
             "tables": f"{PACKAGE}/systems/data/{system}/",
             "kernel_tables": f"{framework} collection" if kernels else "none (--measurements gave them)",
             "sections": "moe, mla_decode (moe/, mla/) " + ("and every kernel table" if kernels else "only"),
-            "never_read": f"{PACKAGE}/systems/{FORBIDDEN} (held-out end-to-end rows)"}
+            "never_read": f"anything outside {PACKAGE}/systems/data/{system}/ (the held-out end-to-end sample)"}
