@@ -43,6 +43,9 @@ class ExpertParallelMoE(nn.Module):
     def __init__(self, moe: MoE, ep: Group, tp: Group, replicated: bool = False):
         super().__init__()
         self.replicated = replicated
+        if len(moe.experts) % ep.size:  # (perfmodel costs redundant expert slots, layout.expert_slots)
+            raise ValueError(f"ep={ep.size} does not divide the {len(moe.experts)} experts: the reference "
+                             f"kernels place E / ep experts per rank and implement no redundant expert slots")
         per = len(moe.experts) // ep.size
         self.first, self.num_experts, self.top_k, self.ep, self.tp = ep.index * per, len(moe.experts), moe.top_k, ep, tp
         self.router, self.shared = moe.router, moe.shared

@@ -91,7 +91,8 @@ def parser() -> argparse.ArgumentParser:
                         "file, e.g. '{\"grid_m\": [1, 64], \"msg\": [1024, 1048576, 4]}'")
     p.add_argument("--tp", type=_ints, default=None, help="TP degrees the model will run (shape generation)")
     p.add_argument("--dtypes", type=lambda s: tuple(x.strip() for x in s.split(",") if x.strip()), default=None,
-                   help="GEMM dtypes (default: bf16 on CPU; bf16,fp8 quick / bf16,fp16,fp8 full on CUDA)")
+                   help="GEMM dtypes (default: bf16 on CPU; bf16,fp8 quick / bf16,fp16,fp8 full on CUDA, and nvfp4 "
+                        "on compute capability 10.x)")
     p.add_argument("--repeats", type=int, default=None, help="timed samples per case (default per sweep)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default per sweep)")
     p.add_argument("--max-bytes", type=_bytes, default=None, help="largest message / copy, e.g. 64M")

@@ -5,7 +5,8 @@ GEMM convention (docs/measurements.md): C[m,n] = A[m,k] @ W[k,n], m = tokens.
 """
 from __future__ import annotations
 
-GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8")  # what the gemm suite can run (--dtypes)
+# what the gemm suite can run (--dtypes); nvfp4: W4A4 on fp4 tensor cores (compute capability 10.x only)
+GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8", "nvfp4")
 
 # Sweep parameters per (device type, quick). Sizes in bytes; GEMM axes are full factorial grids
 # (perfmodel calibrate interpolates an efficiency grid, so every n is measured at every m and k).
@@ -33,7 +34,7 @@ SWEEPS = {
     ("cuda", True): dict(
         model="llama-3.1-8b", tp=(1, 2, 4, 8), model_m=(1, 16, 128, 1024, 8192),
         grid_m=(1, 16, 128, 1024, 8192), grid_n=(1024, 4096, 16384), grid_k=(1024, 4096, 16384),
-        max_gemm_flops=3e13, dtypes=("bf16", "fp8"),
+        max_gemm_flops=3e13, dtypes=("bf16", "fp8", "nvfp4"),
         prefill=((1, 1024), (1, 4096), (4, 2048), (1, 16384)),
         decode=((1, 4096), (16, 4096), (64, 2048), (128, 8192)),
         msg=(1 << 10, 1 << 30, 4), copy=(1 << 10, 1 << 30, 4),
@@ -43,7 +44,7 @@ SWEEPS = {
     ("cuda", False): dict(
         model="llama-3.1-8b", tp=(1, 2, 4, 8), model_m=tuple(2 ** i for i in range(15)),
         grid_m=tuple(2 ** i for i in range(0, 15)), grid_n=tuple(2 ** i for i in range(8, 16)),
-        grid_k=tuple(2 ** i for i in range(8, 16)), max_gemm_flops=5e14, dtypes=("bf16", "fp16", "fp8"),
+        grid_k=tuple(2 ** i for i in range(8, 16)), max_gemm_flops=5e14, dtypes=("bf16", "fp16", "fp8", "nvfp4"),
         prefill=tuple((b, s) for b in (1, 2, 4, 8) for s in (512, 1024, 2048, 4096, 8192, 16384, 32768)),
         decode=tuple((b, kv) for b in (1, 4, 16, 64, 256) for kv in (512, 2048, 8192, 32768, 131072)),
         msg=(1 << 10, 1 << 30, 2), copy=(4 << 10, 1 << 30, 2),

@@ -42,7 +42,10 @@ def cache_bytes(device: torch.device) -> int:
 
 
 def _fill_random(numel: int, dtype, device, gen: torch.Generator) -> torch.Tensor:
-    """Random normal data (never zeros: they hide unwritten outputs and run faster)."""
+    """Random normal data (never zeros: they hide unwritten outputs and run faster); uint8: uniform random
+    bytes (packed 4-bit e2m1 codes for nvfp4 GEMMs: every byte is two valid values)."""
+    if dtype == torch.uint8:
+        return torch.randint(0, 256, (numel,), dtype=torch.uint8, device=device, generator=gen)
     if dtype.is_floating_point and dtype.itemsize >= 2:
         return torch.randn(numel, dtype=dtype, device=device, generator=gen)
     out = torch.empty(numel, dtype=dtype, device=device)  # fp8: draw in fp32, cast in chunks

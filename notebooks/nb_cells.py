@@ -285,6 +285,7 @@ from nb_cells_03_05 import CALIBRATION, FLYING, SEESAW  # noqa: E402  (split to 
 from nb_cells_06 import SIM_VS_REAL  # noqa: E402
 from nb_cells_07 import DISAGG  # noqa: E402
 from nb_cells_08 import RECOMMEND  # noqa: E402
+from nb_cells_09 import BLACKWELL  # noqa: E402
 
 NOTEBOOKS = {
     "00_quickstart": QUICKSTART,
@@ -296,4 +297,5 @@ NOTEBOOKS = {
     "06_sim_vs_real": SIM_VS_REAL,
     "07_disagg": DISAGG,
     "08_recommend": RECOMMEND,
+    "09_blackwell": BLACKWELL,
 }

@@ -14,6 +14,7 @@ import sys
 from .calibration.args import add_calibrate_args, add_validate_args
 from .cliutil import DefaultsHelp, run_cli
 from .framework import DEFAULT_FRAMEWORK, FRAMEWORKS
+from .formats import KV_CHOICES
 from .hardware import hardware_names, load_hardware
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--weights", choices=WEIGHT_CHOICES, help="weight dtype (default: the checkpoint's own format where its "
                    "config declares one, e.g. gpt-oss mxfp4, DeepSeek fp8, Kimi-K2.5 int4; else fp8 where the hardware has fp8, "
                    "else bf16)")
-    e.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache dtype")
+    e.add_argument("--kv-dtype", default="bf16", choices=KV_CHOICES, help="KV cache dtype (docs/hardware.md)")
     e.add_argument("--input", type=int, default=4096, help="input tokens per request")
     e.add_argument("--output", type=int, default=250, help="output tokens per request")
     e.add_argument("--max-model-len", type=int, help="longest request (default: the model's, as vLLM derives it; "
@@ -108,8 +109,9 @@ def hardware_rows() -> list[dict]:
     for name in hardware_names():
         hw = load_hardware(name)
         rows.append({"hardware": name, "hbm_gb": round(hw.hbm_bytes / 1e9, 1), "hbm_bw_gbs": hw.hbm_bw_gbs,
-                     "bf16_tflops": hw.bf16_tflops, "fp8_tflops": hw.fp8_tflops, "link": hw.link_type,
-                     "link_bw_gbs": hw.link_bw_gbs, "gpus_per_node": hw.gpus_per_node})
+                     "bf16_tflops": hw.bf16_tflops, "fp8_tflops": hw.fp8_tflops, "fp4_tflops": hw.fp4_tflops,
+                     "link": hw.link_type, "link_bw_gbs": hw.link_bw_gbs, "gpus_per_node": hw.gpus_per_node,
+                     "hosts_per_node": hw.hosts_per_node, "profile": hw.profile or "-"})
     return rows
 
 

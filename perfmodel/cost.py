@@ -57,8 +57,10 @@ def expert_gemm_formula_s(spec, layout, hw, n_loc, prof, imbalance: float = 1.0)
     else:  # experts TP-sharded: every GPU holds 1/tp of every expert
         n_group, experts_here, width, imbalance = n_loc, E, spec.intermediate_size / layout.tp, 1.0
     hit = 1.0 - (1.0 - k / E) ** n_group  # chance an expert gets >= 1 token (uniform routing)
-    active = np.maximum(experts_here * hit, 1e-9)
     rows = n_group * k * experts_here / E * imbalance  # routed rows landing on the busiest GPU
+    if layout.ep > 1 and E % layout.ep:  # ceil(E / ep) slots a rank, redundant copies splitting hot experts'
+        experts_here = layout.expert_slots(E)  # load (layout.expert_slots): the mean rows, more weights read
+    active = np.maximum(experts_here * hit, 1e-9)
     m_e = rows / active
     wd = spec.weight_dtype
     # a fused MoE kernel (vLLM's fused_moe) is one launch over the hit experts: the same FLOPs and
@@ -111,6 +113,7 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, r
     the routed experts, which routed_experts_s costs from the EP group's load)."""
     tp, sp = layout.tp, layout.sp
     d, dh, wd = spec.hidden_size, spec.head_dim, spec.dense_weight_dtype  # (routed experts: spec.weight_dtype)
+    wa, wo = spec.attn_weight_dtype, spec.o_proj_weight_dtype  # attention projections (modelspec)
     n_loc = padded_tokens(tokens, sp) / sp
     if spec.is_mla:  # q_a/kv_a replicated, q_b/o over heads (kv_b: in attention, perfmodel/mla.py)
         q_tp, kv_tp = mla.ew_widths(spec, tp)
@@ -118,8 +121,8 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, r
     else:
         q_tp = spec.num_heads // tp * dh
         kv_tp = max(1, spec.num_kv_heads // tp) * dh
-        gemm = (ops.gemm_time_s(n_loc, q_tp + 2 * kv_tp, d, wd, hw, prof)
-                + ops.gemm_time_s(n_loc, d, q_tp, wd, hw, prof))
+        gemm = (ops.gemm_time_s(n_loc, q_tp + 2 * kv_tp, d, wa, hw, prof)
+                + ops.gemm_time_s(n_loc, d, q_tp, wo, hw, prof))
     if moe:
         gemm = gemm + ops.gemm_time_s(n_loc, spec.num_experts, d, "bf16", hw, prof)  # router
         if routed:

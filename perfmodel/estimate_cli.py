@@ -13,6 +13,7 @@ from .estimate import DYNAMIC, estimate, frontend_s
 from .framework import for_hardware, framework_preset, vllm_default_limits, with_knobs
 from .hardware import load_hardware
 from .layout import LayoutError
+from .formats import check_kv_dtype
 from .modelspec import default_weights, load_model
 from .notes import checkpoint_format, profile_line, run_notes
 
@@ -61,6 +62,7 @@ def estimate_rows(args, out=None) -> int:
                                  args.gpu_memory_utilization, args.step_overhead_ms, args.tokenize_us_per_token), hw)
     weights = args.weights or default_weights(args.model, hw.has_fp8)  # as simulate (modelspec.default_weights)
     spec = load_model(args.model, weights=weights, kv=args.kv_dtype)
+    check_kv_dtype(args.kv_dtype, hw, fw.name)
     prof = resolve_profile(hw, args.profile)
     hw, args.gpus = cluster(hw, args.nodes, args.gpus_per_node, args.gpus)  # node size used; total GPUs
     strategies = split_strategies(args.strategies)

@@ -62,6 +62,13 @@ class Hardware:
     nic_type: str = ""
     nic_bw_gbs: float = 0.0
     nic_latency_us: float = 0.0
+    # 4-bit tensor cores (Blackwell's NVFP4 / MXFP4 MMA); 0: none, so 4-bit weights run weight-only (W4A16)
+    fp4_tflops: float = 0.0
+    achieved_fp4_tflops: float = 0.0
+    # GPUs of one host (CPU, host memory, NICs' server) where that differs from the NVLink domain: GB200 /
+    # GB300 NVL72 is one NVLink domain (gpus_per_node = 72, the model's node: collectives inside it run
+    # on NVLink) built of 18 compute trays of 4 GPUs; 0: the node is one host
+    gpus_per_host: int = 0
     aliases: tuple = ()
     sources: dict = dataclasses.field(default_factory=dict)  # field -> source text
 
@@ -71,18 +78,25 @@ class Hardware:
                 raise ValueError(f"hardware {self.name}: {f}={getattr(self, f)} must be > 0")
         if self.gpus_per_node < 1:
             raise ValueError(f"hardware {self.name}: gpus_per_node={self.gpus_per_node} must be >= 1")
+        if self.gpus_per_host and self.gpus_per_node % self.gpus_per_host:
+            raise ValueError(f"hardware {self.name}: gpus_per_node={self.gpus_per_node} is not a whole number of "
+                             f"hosts of gpus_per_host={self.gpus_per_host}")
         missing = [op for op in COLLECTIVE_OPS if op not in self.collectives]
         if missing:
             raise ValueError(f"hardware {self.name}: [collectives] lacks {', '.join(missing)}")
 
     def matmul_tflops(self, dtype: str) -> float:
-        """Achieved dense matmul rate for a compute dtype (fp8 falls back to bf16 where absent)."""
-        if dtype == "fp8" and self.achieved_fp8_tflops > 0:
+        """Achieved dense matmul rate for a compute dtype (fp4 falls back to fp8, fp8 to bf16 where absent)."""
+        if dtype == "fp4" and self.achieved_fp4_tflops > 0:
+            return self.achieved_fp4_tflops
+        if dtype in ("fp4", "fp8") and self.achieved_fp8_tflops > 0:
             return self.achieved_fp8_tflops
         return self.achieved_bf16_tflops
 
     def peak_tflops(self, dtype: str) -> float:
-        if dtype == "fp8" and self.fp8_tflops > 0:
+        if dtype == "fp4" and self.fp4_tflops > 0:
+            return self.fp4_tflops
+        if dtype in ("fp4", "fp8") and self.fp8_tflops > 0:
             return self.fp8_tflops
         return self.bf16_tflops
 
@@ -94,6 +108,15 @@ class Hardware:
     @property
     def has_fp8(self) -> bool:
         return self.fp8_tflops > 0
+
+    @property
+    def has_fp4(self) -> bool:
+        return self.fp4_tflops > 0
+
+    @property
+    def hosts_per_node(self) -> int:
+        """Hosts (CPU + host memory) of one node, the NVLink domain (18 for GB200 NVL72, else 1)."""
+        return self.gpus_per_node // self.gpus_per_host if self.gpus_per_host else 1
 
 
 # host time terms a preset may give in microseconds (`host_<term>_us = { value, source }`: Hardware's
@@ -144,6 +167,9 @@ def load_hardware_file(path: Path) -> Hardware:
         nic_bw_gbs=_value(raw, "nic_bw_gbs", path, src) if "nic_bw_gbs" in raw else 0.0,
         nic_latency_us=_value(raw, "nic_latency_us", path, src) if "nic_latency_us" in raw else 0.0,
         host_mem_bytes=_value(raw, "host_mem_gb", path, src) * gb,
+        fp4_tflops=_value(raw, "fp4_tflops", path, src) if "fp4_tflops" in raw else 0.0,
+        achieved_fp4_tflops=_value(raw, "achieved_fp4_tflops", path, src) if "achieved_fp4_tflops" in raw else 0.0,
+        gpus_per_host=int(_value(raw, "gpus_per_host", path, src)) if "gpus_per_host" in raw else 0,
         collectives=colls, profile=raw.get("profile", ""),
         aliases=tuple(raw.get("aliases", ())), sources=src)
 

@@ -154,9 +154,20 @@ class ParallelLayout:
         if self.ep > 1:
             if not spec.is_moe:
                 raise LayoutError(f"{spec.name}: ep={self.ep} but the model has no experts")
-            if spec.num_experts % self.ep:
-                raise LayoutError(f"{spec.name}: num_experts={spec.num_experts} is not divisible by ep={self.ep}")
+            if self.ep > spec.num_experts:
+                raise LayoutError(f"{spec.name}: ep={self.ep} exceeds num_experts={spec.num_experts}")
+            # ep not dividing num_experts: ceil(E / ep) expert slots per rank, the spare ones redundant copies
+            # of the busiest experts (expert_slots)
         return self
+
+    def expert_slots(self, num_experts: int) -> int:
+        """Expert slots of one EP rank: ceil(E / ep). Where ep does not divide E the ep * slots - E spare
+        slots hold redundant copies of hot experts placed by expert-parallel load balancing, as the
+        frameworks require for such layouts (TensorRT-LLM wide EP: moe_config.load_balancer.num_slots, a
+        multiple of the EP size, e.g. 288 = 256 + 32 on 72 GPUs for DeepSeek-R1; vLLM
+        --num-redundant-experts with --enable-eplb; SGLang --ep-num-redundant-experts); the load is then
+        taken as balanced over the ep ranks."""
+        return -(-num_experts // self.ep)
 
     def layers_per_stage(self, num_layers: int) -> list[int]:
         """Contiguous layer counts per pipeline stage (the first stages take the remainder)."""

@@ -10,7 +10,7 @@ import pandas as pd
 # Column order of a measurement CSV. Times are microseconds; sizes are bytes or elements as named.
 COLUMNS = (
     "op",             # see OPS
-    "dtype",          # bf16, fp16, fp8, fp32 (compute / message dtype)
+    "dtype",          # bf16, fp16, fp8, fp32, nvfp4 (gemm: NVFP4 W4A4 on fp4 tensor cores) (compute / message dtype)
     "m", "n", "k",    # GEMM C[m,n] = A[m,k] @ B[k,n]; m = tokens
     "batch",          # attention: sequences in the batch
     "seq_len",        # attention: new (query) tokens per sequence (prefill isl; 1 for decode)

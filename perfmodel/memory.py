@@ -40,16 +40,20 @@ def weight_bytes_per_gpu(spec, layout, ffn_owner_group: int = 1) -> float:
     each FFN layer stored on one of that many GPUs."""
     tp, pp = layout.tp, layout.pp
     b = spec.weight_bytes_per_param  # routed experts
-    bd = DTYPE_BYTES[spec.dense_weight_dtype]  # attention, dense FFN, shared experts (bf16 under mxfp4)
+    bd = DTYPE_BYTES[spec.dense_weight_dtype]  # dense FFN, shared experts (bf16 under mxfp4)
     layers = max(layout.layers_per_stage(spec.num_layers))
     frac = layers / spec.num_layers
     rep = spec.attn_params_replicated_per_layer  # MLA's q_a/kv_a: whole on every TP rank (0 for GQA)
-    attn = spec.num_layers * ((spec.attn_params_per_layer - rep) / tp + rep) * frac * bd
+    # attention: TP-split part (o_proj in its own format) + MLA's replicated down-projections (bf16 or fp8)
+    split = spec.attn_bytes_per_layer - rep * DTYPE_BYTES[spec.attn_weight_dtype]
+    attn = spec.num_layers * (split / tp + rep * DTYPE_BYTES[spec.attn_weight_dtype]) * frac
     routed = spec.routed_expert_params
     ffn_other = spec.ffn_params_total - routed
     # routed experts: over EP across DP ranks; over all tp ranks when TP-sharded or EP lies inside the TP
     # group (ep < tp also TP-shards each expert over tp / ep)
     routed_split = layout.ep if layout.ep > 1 and not ep_replicated(layout) else tp
+    if layout.ep > 1 and spec.num_experts % layout.ep:  # redundant slots: ceil(E / ep) experts per EP rank
+        routed = routed / spec.num_experts * layout.expert_slots(spec.num_experts) * layout.ep
     ffn = (ffn_other / tp * bd + routed / routed_split * b) * frac
     ffn = ffn / ffn_owner_group
     hi = DTYPE_BYTES["bf16"]  # embeddings / LM head / norms stay bf16 in fp8 checkpoints
@@ -101,6 +105,9 @@ def sidp_plan(spec, hw, dp: int, tp: int = 1, cache_slots: int = 2,
 
 
 def cpu_kv_buffer_bytes(hw, fraction: float = 0.5, gpus: int | None = None) -> float:
-    """Seesaw's CPU KV store: `fraction` of host memory, shared by the node's GPUs (per GPU)."""
-    gpus = gpus or hw.gpus_per_node
-    return hw.host_mem_bytes * fraction / gpus
+    """Seesaw's CPU KV store: `fraction` of host memory, shared by the host's GPUs (per GPU). host_mem_bytes
+    is one host's: the node's on HGX (8 GPUs), one compute tray's on an NVL72 rack (4 of its 72 GPUs), so
+    `gpus` GPUs placed tray by tray there hold ceil(gpus / 4) trays' memory."""
+    gpus = gpus or hw.gpus_per_host or hw.gpus_per_node
+    hosts = -(-gpus // hw.gpus_per_host) if hw.gpus_per_host else 1
+    return hw.host_mem_bytes * hosts * fraction / gpus

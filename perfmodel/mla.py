@@ -34,14 +34,14 @@ def latent_dim(spec) -> int:
 
 def proj_gemm_s(spec, tp: int, n_loc, hw, prof=None):
     """fused_qkv_a + q_b + o GEMMs of one MLA layer for n_loc new tokens on one GPU (kv_b: attention_s)."""
-    d, h_tp, wd = spec.hidden_size, spec.num_heads // tp, spec.dense_weight_dtype
+    d, h_tp, wd = spec.hidden_size, spec.num_heads // tp, spec.attn_weight_dtype
     qk, lat = spec.head_dim, latent_dim(spec)  # nope + rope (192); kv_rank + rope (576)
     if spec.q_lora_rank:  # (n, d) -> q_rank + latent in one GEMM (vLLM fused_qkv_a_proj), then q_b per head
         t = ops.gemm_time_s(n_loc, spec.q_lora_rank + lat, d, wd, hw, prof)
         t = t + ops.gemm_time_s(n_loc, h_tp * qk, spec.q_lora_rank, wd, hw, prof)
     else:  # DeepSeek-V2-Lite: q_proj (d -> h*(nope+rope)) split over heads, kv_a replicated
         t = ops.gemm_time_s(n_loc, lat, d, wd, hw, prof) + ops.gemm_time_s(n_loc, h_tp * qk, d, wd, hw, prof)
-    return t + ops.gemm_time_s(n_loc, d, h_tp * spec.v_head_dim, wd, hw, prof)
+    return t + ops.gemm_time_s(n_loc, d, h_tp * spec.v_head_dim, spec.o_proj_weight_dtype, hw, prof)
 
 
 def ew_widths(spec, tp: int) -> tuple[int, int]:
@@ -80,7 +80,7 @@ def attention_s(spec, tp: int, batch, pairs, pkv, dkv, hw, prof=None, prefill: b
     kv_rank, nope, v = spec.kv_lora_rank, spec.qk_nope_head_dim, spec.v_head_dim
     t = np.zeros(np.shape(batch.decode_seqs))
     if prefill:
-        up = ops.gemm_time_s(pkv, h_tp * (nope + v), kv_rank, spec.dense_weight_dtype, hw, prof)  # kv_b_proj
+        up = ops.gemm_time_s(pkv, h_tp * (nope + v), kv_rank, spec.attn_weight_dtype, hw, prof)  # kv_b_proj
         att = ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, h_tp, h_tp, (spec.head_dim + v) / 2,
                                       "bf16", hw, prof)
         t = t + np.where(np.asarray(batch.prefill_seqs) > 0, up, 0.0) + att

@@ -10,15 +10,11 @@ import dataclasses
 import json
 from pathlib import Path
 
+from .formats import (CHECKPOINT_WEIGHTS, DTYPE_BYTES, EXPERTS_ONLY,  # noqa: F401 (re-export)
+                      WEIGHT_CHOICES, config_weights)
 from .hfconfig import config_name, derived_max_model_len, spec_fields, text_config  # noqa: F401 (re-export)
 
 MODELS_DIR = Path(__file__).parent / "models"
-
-# Bytes per element of each supported storage dtype.
-# mxfp4: 4 bit + an 8-bit scale per 32; int4: 4 bit + a 16-bit scale per 32 (compressed-tensors
-# pack-quantized, group_size 32: Kimi-K2.5's experts)
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "mxfp4": 0.53125, "int4": 0.5625}
-EXPERTS_ONLY = ("mxfp4", "int4")  # 4-bit W4A16 schemes that quantise the routed experts only
 
 # Hugging Face ids of the bundled presets (matched case-insensitively, with or without -Instruct).
 HF_IDS = {
@@ -136,6 +132,31 @@ class ModelSpec:
         return "bf16" if self.weight_dtype in EXPERTS_ONLY else self.weight_dtype
 
     @property
+    def attn_weight_dtype(self) -> str:
+        """Weight format of the attention projections but the output one (q/k/v; MLA's q_a/q_b/kv_a/kv_b):
+        bf16 under the experts-only schemes and for MLA under nvfp4 (perfmodel/formats.py)."""
+        if self.weight_dtype == "nvfp4":
+            return "bf16" if self.is_mla else "nvfp4"
+        return self.dense_weight_dtype
+
+    @property
+    def o_proj_weight_dtype(self) -> str:
+        """Weight format of the attention output projection (quantised in ModelOpt's NVFP4 MLA checkpoints)."""
+        return "nvfp4" if self.weight_dtype == "nvfp4" else self.attn_weight_dtype
+
+    @property
+    def o_proj_params_per_layer(self) -> int:
+        """Attention output projection: (h * v) x d (MLA), q_size x d (GQA)."""
+        return (self.num_heads * self.v_head_dim if self.is_mla else self.q_size) * self.hidden_size
+
+    @property
+    def attn_bytes_per_layer(self) -> float:
+        """Attention weight bytes of one layer (o_proj in its own format)."""
+        o = self.o_proj_params_per_layer
+        return (self.attn_params_per_layer - o) * DTYPE_BYTES[self.attn_weight_dtype] \
+            + o * DTYPE_BYTES[self.o_proj_weight_dtype]
+
+    @property
     def routed_expert_params(self) -> int:
         return self.num_moe_layers * self.num_experts * self.ffn_params(self.intermediate_size)
 
@@ -236,11 +257,10 @@ class ModelSpec:
 
     @property
     def weight_bytes(self) -> float:
-        """All weights in bytes; embeddings and norms stay bf16 when weights are fp8 (vLLM); under mxfp4 the
-        attention projections too (dense_weight_dtype)."""
+        """All weights in bytes; embeddings and norms stay bf16 when weights are fp8 (vLLM); attention in
+        attn_weight_dtype / o_proj_weight_dtype (bf16 under the experts-only schemes)."""
         hi = self.embedding_params + self.norm_params
-        attn = self.num_layers * self.attn_params_per_layer
-        return (attn * DTYPE_BYTES[self.dense_weight_dtype] + self.ffn_bytes_total + hi * DTYPE_BYTES["bf16"])
+        return self.num_layers * self.attn_bytes_per_layer + self.ffn_bytes_total + hi * DTYPE_BYTES["bf16"]
 
     # ---- per-token costs ----------------------------------------------------------------
     @property
@@ -351,21 +371,6 @@ def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16") -> Mo
     return from_config(cfg, name=name, weights=weights, kv=kv)
 
 
-# weight formats a checkpoint's quantization_config declares that the model runs in as is
-# (quant_method -> ModelSpec.weight_dtype): gpt-oss's mxfp4 experts, DeepSeek/MiniMax block-scaled fp8
-CHECKPOINT_WEIGHTS = {"mxfp4": "mxfp4", "fp8": "fp8"}
-WEIGHT_CHOICES = ("bf16", "fp8", "mxfp4", "int4")  # what --weights accepts
-
-
-def _compressed_tensors_int4(q: dict) -> bool:
-    """A compressed-tensors config of 4-bit integer weights in groups of 32 on Linear layers, attention
-    left out (Kimi-K2.5's: the experts-only int4 that `int4` models)."""
-    groups = [g.get("weights") or {} for g in (q.get("config_groups") or {}).values() if isinstance(g, dict)]
-    ignore = " ".join(str(x) for x in q.get("ignore") or [])
-    return (any(w.get("num_bits") == 4 and w.get("type") == "int" and w.get("group_size") == 32 for w in groups)
-            and "self_attn" in ignore)
-
-
 def checkpoint_weights(name_or_path: str) -> str | None:
     """The weight format the checkpoint itself is stored in, where its config's quantization_config says
     one the model knows (CHECKPOINT_WEIGHTS, or compressed-tensors int4 in groups of 32 with attention
@@ -376,13 +381,7 @@ def checkpoint_weights(name_or_path: str) -> str | None:
         return None  # load_model reports what is wrong with it, in one line
     if not isinstance(cfg, dict):
         return None
-    q = cfg.get("quantization_config") or (cfg.get("text_config") or {}).get("quantization_config") or {}
-    if not isinstance(q, dict):
-        return None
-    method = str(q.get("quant_method", "")).lower()
-    if method == "compressed-tensors":
-        return "int4" if _compressed_tensors_int4(q) else None
-    return CHECKPOINT_WEIGHTS.get(method)
+    return config_weights(cfg)
 
 
 def default_weights(name_or_path: str, has_fp8: bool) -> str:

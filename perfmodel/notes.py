@@ -17,6 +17,7 @@ RELEVANT = {  # profile caveat key -> does this run use that section? (spec, wei
     "moe": lambda spec, w, g: spec.is_moe,
     "mla_decode": lambda spec, w, g: spec.is_mla,
     "gemm fp8": lambda spec, w, g: w == "fp8",
+    "gemm fp4": lambda spec, w, g: w == "nvfp4",
     "collectives": lambda spec, w, g: g > 1,
 }
 

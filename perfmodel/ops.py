@@ -17,6 +17,8 @@ KERNEL_FLOOR_S = 4e-6  # smallest GEMM/attention kernel on Hopper under CUDA gra
 ATTN_EFF = 0.6  # flash-attention forward reaches ~60% of dense matmul peak on Hopper
 #   (FlashAttention-3 paper: 600-740 of 989 TFLOP/s at long sequences, bf16)
 COPY_LATENCY_S = 10e-6  # cudaMemcpyAsync launch + PCIe round trip, ~10 us
+# bytes per weight element of the GEMM tables of each compute dtype (fp4: the nvfp4 weights they read)
+COMPUTE_BYTES = {**DTYPE_BYTES, "fp4": DTYPE_BYTES["nvfp4"]}
 
 
 def _where_positive(x: np.ndarray, t):
@@ -42,12 +44,21 @@ def busbw_factor(op: str, k):
 
 
 def _compute_dtype(weight_dtype: str, hw) -> str:
-    """fp8 weights run fp8 GEMMs (W8A8) where the GPU has fp8 tensor cores, else bf16 (W8A16); fp32
+    """fp8 weights run fp8 GEMMs (W8A8) where the GPU has fp8 tensor cores, else bf16 (W8A16). On GPUs with
+    fp4 tensor cores (Blackwell) nvfp4 weights run fp4 GEMMs (W4A4: activations quantised to nvfp4; vLLM
+    v0.33.0 modelopt.py:150-153 "NVFP4 W4A4", its sm_10x kernels quantise the input: kernels/linear/nvfp4/
+    flashinfer.py:121-122, 243); elsewhere nvfp4 is weight-only (W4A16: its CUTLASS fp4 GEMM needs sm_100+,
+    csrc/quantization/fp4/nvfp4_scaled_mm_entry.cu:71-86, so Marlin / Humming dequantise into a bf16 MMA).
+    mxfp4 (gpt-oss) is W4A16 on both: vLLM v0.33.0's default MoE backend is FLASHINFER_TRTLLM_MXFP4_BF16 on
+    sm_100 and the Triton kernel on sm_90 (fused_moe/oracle/mxfp4.py:402-435, 631; TensorRT-LLM's MXFP4 x
+    MXFP8 path is not modelled). fp32
     weights run fp32 GEMMs (the reference implementations on a CPU: a profile's fp32 table, else its
     bf16 one through calibration.gemm.DTYPE_FALLBACK). Regression: fp32 used to ask for the bf16 table,
     2.3x too fast at 64 rows on this CPU (docs/sim_vs_real.md)."""
     if weight_dtype == "fp32":
         return "fp32"
+    if weight_dtype == "nvfp4" and hw.has_fp4:
+        return "fp4"
     return "fp8" if weight_dtype == "fp8" and hw.has_fp8 else "bf16"
 
 
@@ -61,7 +72,7 @@ def gemm_time_s(m, n, k, weight_dtype: str, hw, prof=None):
             # weight-only quantisation (W4A16 mxfp4, W8A16 fp8 without fp8 tensor cores): the measured table
             # is of GEMMs that read `cd` weights; the kernel reads the smaller stored ones, so the weight bytes
             # it does not read come off (never below the compute-bound time at the table's dtype)
-            saved = n * k * (DTYPE_BYTES[cd] - DTYPE_BYTES[weight_dtype])
+            saved = n * k * (COMPUTE_BYTES[cd] - DTYPE_BYTES[weight_dtype])
             if np.any(saved > 0):
                 floor = 2.0 * m * n * k / (hw.matmul_tflops(cd) * 1e12) + KERNEL_FLOOR_S
                 t = np.maximum(t - saved / (hw.achieved_hbm_gbs * 1e9), floor)

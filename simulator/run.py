@@ -19,6 +19,7 @@ from perfmodel.framework import (DEFAULT_FRAMEWORK, check_knobs, for_hardware, f
                                  with_deployment, with_knobs)
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
+from perfmodel.formats import check_kv_dtype
 from perfmodel.modelspec import default_weights, load_model
 from perfmodel.notes import checkpoint_format, run_notes
 from simulator import make_callable
@@ -210,6 +211,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or default_weights(rs.model, hw.has_fp8)
     spec = model_spec(rs.model, weights, rs.kv_dtype)
+    check_kv_dtype(rs.kv_dtype, hw, framework.name)
     framework = with_deployment(framework, rs.moe_kernel, rs.moe_a2a_call_us, rs.pd_handoff_ms)
     framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms,
                                       rs.tokenize_us_per_token), rs.async_scheduling, rs.step_overhead_ms)

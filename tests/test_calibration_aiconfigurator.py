@@ -11,6 +11,7 @@ import pytest
 
 from perfmodel.calibration import aiconfigurator as aic
 from perfmodel.calibration import cli
+from perfmodel.calibration.profile import from_dict
 from perfmodel.calibration.readers import read_measurements_any
 
 HAVE_PACKAGE = importlib.util.find_spec(aic.PACKAGE) is not None
@@ -130,9 +131,102 @@ def test_newest_version_folder_is_read(tmp_path):
     for v in ("1.3.0rc20", "1.3.0rc3", "1.3.0", "1.10.0rc1", "0.5.6.post2", "notes"):
         (tmp_path / v).mkdir()
         (tmp_path / v / "t.parquet").write_bytes(b"")
-    assert aic._newest(tmp_path, "t.parquet").parent.name == "1.10.0rc1"
-    assert sorted(["1.3.0", "1.3.0rc20", "1.3.0rc3", "1.3.0.post1"], key=aic._version_key) == \
+    assert aic.newest(tmp_path, "t.parquet").parent.name == "1.10.0rc1"
+    assert sorted(["1.3.0", "1.3.0rc20", "1.3.0rc3", "1.3.0.post1"], key=aic.version_key) == \
         ["1.3.0rc3", "1.3.0rc20", "1.3.0", "1.3.0.post1"]
-    assert aic._newest(tmp_path / "absent", "t.parquet") is None
-    assert sorted(["0.1", "0.1.dev19262", "0.1rc1", "0.0.9"], key=aic._version_key) == \
+    assert aic.newest(tmp_path / "absent", "t.parquet") is None
+    assert sorted(["0.1", "0.1.dev19262", "0.1rc1", "0.0.9"], key=aic.version_key) == \
         ["0.0.9", "0.1.dev19262", "0.1rc1", "0.1"]
+
+
+# A made-up Blackwell system in the FAKE package only (never the package's own Blackwell folders): roofline-like
+# GEMM times per dtype, with fp4 (nvfp4) at 2x fp8's rate and 9/16-byte weights, and fused-MoE rows in nvfp4
+# and W4A8 MXFP4 under version folders that are not the pinned Hopper ones (moe_sources.newest_sources).
+FAKE_PEAK = {"bfloat16": 1500e12, "fp8": 3000e12, "nvfp4": 6000e12, "fp8_block": 2500e12, "nvfp4_wo": 1500e12}
+FAKE_WEIGHT_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "nvfp4": 9 / 16, "fp8_block": 1.0, "nvfp4_wo": 9 / 16}
+FAKE_HBM = 7e12  # bytes/s
+B200_DEVICE = "NVIDIA B200"
+
+
+def fake_gemm_ms(dt, m, n, k):
+    """5 us launch + max(2mnk / peak, (weights + bf16 activations in and out) / HBM), in ms."""
+    nbytes = n * k * FAKE_WEIGHT_BYTES[dt] + 2.0 * m * (k + n)
+    return 0.005 + 1e3 * max(2.0 * m * n * k / FAKE_PEAK[dt], nbytes / FAKE_HBM)
+
+
+def fake_moe_ms(tokens, hidden, inter, experts, topk, tp, ep, weight_bytes):
+    """20 us floor + the hit experts' weights streamed, or their FLOPs at 3 PFLOP/s, in ms (one layer, one GPU)."""
+    here = experts / ep
+    hit = here * (1.0 - (1.0 - topk / experts) ** tokens)
+    nbytes = hit * 3 * hidden * inter / tp * weight_bytes
+    flops = 2 * 3 * tokens * topk * hidden * inter / tp / ep
+    return 0.02 + 1e3 * max(nbytes / FAKE_HBM, flops / 3e15)
+
+
+def fake_blackwell(pkg: Path) -> Path:
+    """systems/data/b200_sxm in the fake package: a GEMM table (bf16, fp8, nvfp4 and two modes no grid is
+    fitted for) and MoE tables (vllm nvfp4; trtllm nvfp4 and w4a8_mxfp4_mxfp8) in non-pinned versions."""
+    data = pkg / "systems" / "data" / "b200_sxm"
+    rows = [dict(framework="TRTLLM", version="1.4.0", device=B200_DEVICE, op_name="gemm", kernel_source="torch_flow",
+                 gemm_dtype=dt, m=m, n=n, k=k, latency=fake_gemm_ms(dt, m, n, k))
+            for dt in FAKE_PEAK for m in (1, 16, 256, 4096) for n in (1024, 2048, 4096, 8192, 16384)
+            for k in (1024, 4096, 16384)]
+    (data / "gemm/trtllm/1.4.0").mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(data / "gemm/trtllm/1.4.0/gemm_perf.parquet")
+    shapes = ((2048, 768, 128, 8), (4096, 1536, 128, 8))
+    splits = [(tp, 1) for tp in (1, 2, 4, 8)] + [(1, ep) for ep in (2, 4, 8)]
+    for fw, version, dtypes in (("vllm", "0.30.0", ("nvfp4",)), ("trtllm", "1.4.0", ("nvfp4", "w4a8_mxfp4_mxfp8"))):
+        moe = [dict(framework=fw, version=version, device=B200_DEVICE, op_name="moe", kernel_source=f"{fw}_fake_{dt}",
+                    moe_dtype=dt, num_tokens=t, hidden_size=h, inter_size=i, topk=top, num_experts=e, moe_tp_size=tp,
+                    moe_ep_size=ep, distribution=dist,
+                    latency=fake_moe_ms(t, h, i, e, top, tp, ep, 9 / 16 if dt == "nvfp4" else 0.53125))
+               for dt in dtypes for h, i, e, top in shapes for tp, ep in splits for t in 2 ** np.arange(13)
+               for dist in ("power_law_1.2", "power_law_1.01")]
+        (data / "moe" / fw / version).mkdir(parents=True)
+        pd.DataFrame(moe).to_parquet(data / "moe" / fw / version / "moe_perf.parquet")
+    (data / "moe/vllm/0.29.0").mkdir()  # an older version: not read
+    pd.DataFrame(moe[:3]).to_parquet(data / "moe/vllm/0.29.0/moe_perf.parquet")
+    return data
+
+
+def test_blackwell_nvfp4_gemm_and_moe_rows_become_fp4_tables(tmp_path, monkeypatch, capsys):
+    """nvfp4 GEMM rows become the profile's fp4 table (its predictions match the rows), other quant modes are
+    skipped and counted, and nvfp4 / W4A8 MXFP4 MoE rows become `moe` entries that weight formats nvfp4 and
+    mxfp4 look up; nothing of it is silently dropped."""
+    pkg = fake_package(tmp_path)
+    data = fake_blackwell(pkg)
+    monkeypatch.setattr(aic, "package_dir", lambda: pkg)
+    out = tmp_path / "b200_fake.json"
+    rc = cli.main(["calibrate", "--from-aiconfigurator", "b200_sxm", "--base", "b200", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    d = json.loads(out.read_text())
+    prov = d["provenance"]
+    assert set(d["gemm"]) == {"bf16", "fp8", "fp4"} and d["roofline"]["peak_tflops"]["fp4"] > 0
+    (src,) = [s for s in prov["sources"] if s["file"] == "gemm/trtllm/1.4.0/gemm_perf.parquet"]
+    assert src["rows_used"] == 3 * 60 and src["devices"] == [B200_DEVICE]  # bf16, fp8, nvfp4: 60 shapes each
+    assert prov["rows_skipped"]["gemm/trtllm/1.4.0/gemm_perf.parquet: gemm rows of other dtypes (fp8_block, ...)"] \
+        == 2 * 60  # fp8_block and nvfp4_wo: counted, not fitted
+    assert prov["fit_error"]["gemm fp4"]["heldout_rows"] > 0
+    assert prov["fit_error"]["gemm fp4"]["heldout_median_abs_rel_err"] < 0.05
+    prof = from_dict(d, str(out))
+    g = pd.read_parquet(data / "gemm/trtllm/1.4.0/gemm_perf.parquet")
+    g = g[g.gemm_dtype == "nvfp4"]
+    pred_ms = prof.gemm_time_s(g.m.to_numpy(), g.n.to_numpy(), g.k.to_numpy(), "fp4") * 1e3
+    assert np.median(np.abs(pred_ms / g.latency.to_numpy() - 1)) < 0.03  # held-out n included
+    big = ((g.m == 4096) & (g.n >= 4096) & (g.k >= 4096)).to_numpy()  # compute-bound: fp4 at 2x fp8's rate
+    fp8 = prof.gemm_time_s(g.m.to_numpy()[big], g.n.to_numpy()[big], g.k.to_numpy()[big], "fp8") * 1e3
+    assert np.all(fp8 / pred_ms[big] > 1.6)  # the fp4 table is its own, not the fp8 one
+    # MoE: each framework's newest version folder (not the pinned Hopper ones), nvfp4 keyed by its weight format
+    assert prov["extra_sections"]["moe"].startswith("fitted on aiconfigurator-core") and "vllm 0.30.0" in \
+        prov["extra_sections"]["moe"] and "trtllm 1.4.0" in prov["extra_sections"]["moe"]
+    moe = d["moe"]
+    per_fw_rows = 2 * 7 * 13  # shapes x splits x token counts, one routing
+    assert moe["frameworks"]["vllm"]["nvfp4@power_law_1.2"]["rows"] == per_fw_rows
+    assert moe["frameworks"]["vllm"]["nvfp4@power_law_1.2"]["file"].endswith("moe/vllm/0.30.0/moe_perf.parquet")
+    assert moe["frameworks"]["trtllm"]["nvfp4@power_law_1.01"]["rows"] == per_fw_rows
+    assert moe["frameworks"]["trtllm"]["w4a8_mxfp4_mxfp8@power_law_1.2"]["rows"] == per_fw_rows
+    assert moe["weight_dtype_map"]["nvfp4"] == "nvfp4" and moe["weight_dtype_map"]["mxfp4"] == "w4a8_mxfp4_mxfp8"
+    m_e = np.array([1.0, 8.0, 64.0])
+    assert prof.moe_factor("vllm", "nvfp4", "ep", 4, m_e) is not None
+    assert prof.moe_factor("trtllm", "mxfp4", "tp", 2, m_e) is not None
+    assert prof.moe_factor("trtllm", "bf16", "tp", 2, m_e) is None  # no bfloat16 rows in the fake: no table

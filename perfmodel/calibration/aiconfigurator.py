@@ -7,7 +7,8 @@ under `aiconfigurator_core/systems/data/<SYSTEM>/`, converts them to the frames 
 them to the same fit. Per system, for one framework's collection (`--aic-framework`, default trtllm: the
 tables aiconfigurator itself costs TRT-LLM with, and the ones ../shared holds):
 
-  gemm/<fw>/<newest>/gemm_perf.parquet                      -> gemm (bf16, per-tensor fp8; fp8_block skipped)
+  gemm/<fw>/<newest>/gemm_perf.parquet                      -> gemm (bf16, per-tensor fp8, nvfp4 as fp4;
+                                                               fp8_block and other modes skipped and counted)
   attention/<fw>/<newest>/{context,generation}_attention_perf.parquet -> attention_prefill / _decode
   comm/nccl/*/nccl_perf.parquet                             -> collectives (every NCCL folder: repeats)
   comm/vllm/<newest>/custom_allreduce_perf.parquet          -> custom_all_reduce (readers.CUSTOM_AR_KERNEL:
@@ -74,7 +75,7 @@ def system_dir(system: str) -> Path:
 _VERSION = re.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?$")
 
 
-def _version_key(v: str):
+def version_key(v: str):
     """PEP 440 order of a version folder (1.3.0rc20 < 1.3.0rc23 < 1.3.0 < 1.3.0.post1; 0.1.dev1 < 0.1);
     a folder not named by a version sorts before every version."""
     m = _VERSION.match(v)
@@ -88,10 +89,10 @@ def _version_key(v: str):
     return (1, release, (*pre, int(m.group(4) or -1)))
 
 
-def _newest(folder: Path, name: str) -> Path | None:
+def newest(folder: Path, name: str) -> Path | None:
     """folder/<newest version>/name (versions compared numerically), None when none holds it."""
     found = [p for p in folder.glob(f"*/{name}") if p.is_file()] if folder.is_dir() else []
-    return max(found, key=lambda p: _version_key(p.parent.name)) if found else None
+    return max(found, key=lambda p: version_key(p.parent.name)) if found else None
 
 
 def _table(path: Path, root: Path) -> pd.DataFrame:
@@ -109,11 +110,11 @@ def table_paths(system: str, framework: str = "trtllm") -> dict:
     if framework not in FRAMEWORKS:
         raise ValueError(f"--aic-framework {framework!r}: choose one of {', '.join(FRAMEWORKS)}")
     root = system_dir(system)
-    out = {"gemm_": [_newest(root / "gemm" / framework, "gemm_perf.parquet")],
-           "context_attention_": [_newest(root / "attention" / framework, "context_attention_perf.parquet")],
-           "generation_attention_": [_newest(root / "attention" / framework, "generation_attention_perf.parquet")],
+    out = {"gemm_": [newest(root / "gemm" / framework, "gemm_perf.parquet")],
+           "context_attention_": [newest(root / "attention" / framework, "context_attention_perf.parquet")],
+           "generation_attention_": [newest(root / "attention" / framework, "generation_attention_perf.parquet")],
            "nccl": sorted((root / "comm" / "nccl").glob("*/nccl_perf.parquet")),
-           "custom_allreduce": [_newest(root / "comm" / "vllm", "custom_allreduce_perf.parquet")]}
+           "custom_allreduce": [newest(root / "comm" / "vllm", "custom_allreduce_perf.parquet")]}
     return {k: [p for p in v if p is not None] for k, v in out.items()}
 
 
@@ -140,7 +141,8 @@ def read_system(system: str, framework: str = "trtllm") -> Measurements:
         for path in paths:
             df = _table(path, root)
             rel = path.relative_to(root).as_posix()
-            if prefix == "gemm_":  # the GEMM grid is per dtype the readers know (no block-scaled fp8 grid)
+            if prefix == "gemm_":  # the GEMM grid is per dtype the readers know (nvfp4 -> fp4; no block-scaled
+                # fp8 grid, no weight-only grids: int8_wo, nvfp4_wo, w4a16_nvfp4 are counted as skipped)
                 keep = df.gemm_dtype.astype(str).str.strip().str.lower().isin(DTYPES)
                 skipped[f"{rel}: gemm rows of other dtypes (fp8_block, ...)"] = int((~keep).sum())
                 df = df[keep]

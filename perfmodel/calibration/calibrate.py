@@ -16,7 +16,7 @@ import pandas as pd
 from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
-from . import mla_decode, moe, split
+from . import mla_decode, moe, moe_sources, split
 from .coverage import EXTRA
 from .device import check_devices
 from .profile import FORMAT, PROFILE_DIR, from_dict
@@ -39,13 +39,23 @@ FORMS = {
 }
 
 
-def roofline_of(hw) -> dict:
+def roofline_of(hw, fp4_rows: bool = False) -> dict:
     """Datasheet peaks the efficiencies are normalised by (fp32 and fp16 use the bf16 peak: only a
-    normalisation, it cancels between fit and prediction)."""
+    normalisation, it cancels between fit and prediction). fp4 is there where the preset has fp4 tensor
+    cores (fp4_tflops), or where fp4 rows are fitted on a preset without them: then 2x the fp8 peak
+    (Blackwell's dense fp4:fp8 ratio), again only a normalisation. GPUs without either keep the dict
+    they always had (the bundled H100 / H200 profiles)."""
     bf16 = hw.bf16_tflops
-    return {"peak_tflops": {"bf16": bf16, "fp16": bf16, "fp32": bf16, "fp8": hw.fp8_tflops or bf16},
-            "hbm_gbs": hw.hbm_bw_gbs,
-            "source": f"perfmodel/hardware/{hw.name}.toml datasheet bf16_tflops, fp8_tflops, hbm_bw_gbs"}
+    peaks = {"bf16": bf16, "fp16": bf16, "fp32": bf16, "fp8": hw.fp8_tflops or bf16}
+    src = f"perfmodel/hardware/{hw.name}.toml datasheet bf16_tflops, fp8_tflops, hbm_bw_gbs"
+    fp4 = getattr(hw, "fp4_tflops", 0.0)
+    if fp4 > 0:
+        peaks["fp4"] = fp4
+        src = src.replace("fp8_tflops,", "fp8_tflops, fp4_tflops,")
+    elif fp4_rows:
+        peaks["fp4"] = 2.0 * peaks["fp8"]
+        src += f"; fp4 = 2 x fp8 ({hw.name} has no fp4_tflops: a normalisation only)"
+    return {"peak_tflops": peaks, "hbm_gbs": hw.hbm_bw_gbs, "source": src}
 
 
 def _label(kind: str, df):
@@ -94,7 +104,7 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
     if split_mode not in ("fit", "all"):
         raise ValueError(f"--split {split_mode!r}: choose fit or all")
     device_check = check_devices(meas.sources, hw, allow_device_mismatch)
-    roof = roofline_of(hw)
+    roof = roofline_of(hw, fp4_rows=bool((meas.frame("gemm").dtype == "fp4").any()))
     d = {"format": FORMAT, "name": name or hw.name, "hardware": hw.name, "roofline": roof}
     held = {}
     fitters = {"gemm": ("gemm", lambda f: gm.fit_gemm(f, roof)),
@@ -220,8 +230,7 @@ def tables_in(dirs) -> dict:
     reads is there."""
     found = {}
     for d in map(Path, dirs):
-        need = {"moe": [d / "moe" / s[0] / s[1] / "moe_perf.parquet" for q in moe.SOURCES.values()
-                        for s in q.values()],
+        need = {"moe": moe_sources.pinned_files(d / "moe"),
                 "mla_decode": [d / "mla" / Path(*mla_decode.FIT_SOURCE) / "generation_mla_perf.parquet"]}
         for key, files in need.items():
             if key not in found and all(f.is_file() for f in files):
@@ -229,11 +238,24 @@ def tables_in(dirs) -> dict:
     return found
 
 
+def newest_moe_in(dirs) -> tuple:
+    """(<dir>/moe, moe_sources.newest_sources of it) of the first dir whose moe/ has a version folder per
+    framework, else (None, {}): the `moe` tables of a GPU without the pinned versions."""
+    for d in map(Path, dirs):
+        srcs = moe_sources.newest_sources(d / "moe")
+        if srcs:
+            return d / "moe", srcs
+    return None, {}
+
+
 def add_extra_sections(d: dict, dirs, hw, copy: bool = True) -> dict:
-    """Add `mla_decode` and `moe` to the profile dict `d` being written (fit, else copy unless not `copy`:
-    measurements of other hardware; module docstring); returns the provenance record: section -> how it
-    was made or why it is missing."""
+    """Add `mla_decode` and `moe` to the profile dict `d` being written (fit on the pinned tables, else copy
+    unless not `copy`: measurements of other hardware; else, for `moe`, fit on each framework's newest
+    tables: a GPU with neither, such as a Blackwell system); returns the provenance record: section -> how
+    it was made or why it is missing. The order keeps the H100 section as shipped (its package folder lacks
+    a pinned version, the bundled section was fitted on them)."""
     found, how = tables_in(dirs), {}
+    newest_dir, newest = (None, {}) if "moe" in found else newest_moe_in(dirs)
     bundled = PROFILE_DIR / f"{getattr(hw, 'profile', '') or hw.name}.json"
     ship = json.loads(bundled.read_text()) if bundled.is_file() else {}
     same = ship.get("hardware") == hw.name and "derived_from" not in ship
@@ -246,6 +268,10 @@ def add_extra_sections(d: dict, dirs, hw, copy: bool = True) -> dict:
             d[key] = ship[key]
             how[key] = (f"copied unchanged from the bundled {bundled.name} (measured on {hw.name}): its source "
                         f"tables are not in the measurements ({FALLBACK_SRC[key]})")
+        elif key == "moe" and newest:
+            d[key] = moe.fit(newest_dir, hw, from_dict(d), hw.name, sources=newest)
+            versions = ", ".join(f"{fw} {next(iter(q.values()))[1]}" for fw, q in newest.items())
+            how[key] = f"fitted on {newest_dir} (each framework's newest tables: {versions}; not the pinned versions)"
         else:
             why = "" if copy else " (not copied: the measurements are of other hardware)"
             how[key] = f"missing: no {FALLBACK_SRC[key]} in the measurements and no bundled {hw.name} section{why}"

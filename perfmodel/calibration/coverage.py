@@ -15,6 +15,7 @@ EXTRA = ("mla_decode", "moe")  # sections fitted by their own modules, from tabl
 FALLBACK = {  # section -> what a run uses without it
     "gemm": "GEMMs use the datasheet roofline (hardware preset)",
     "gemm fp8": "fp8 GEMMs use the datasheet roofline (the profile has no fp8 GEMM rows)",
+    "gemm fp4": "fp4 (NVFP4) GEMMs use the datasheet roofline (the profile has no fp4 GEMM rows)",
     "attention_prefill": "prefill attention uses the datasheet roofline",
     "attention_decode": "decode attention uses the datasheet roofline",
     "collectives": "collectives use the datasheet alpha-beta of the hardware preset",
@@ -37,6 +38,8 @@ def caveats(d: dict) -> dict:
     peaks = d.get("roofline", {}).get("peak_tflops", {})
     if d.get("gemm") and "fp8" not in d["gemm"] and peaks.get("fp8", 0) > peaks.get("bf16", 0):
         out["gemm fp8"] = f"no fp8 GEMM rows: {FALLBACK['gemm fp8'].split(' (')[0]}"
+    if d.get("gemm") and "fp4" not in d["gemm"] and peaks.get("fp4", 0) > peaks.get("fp8", 0):
+        out["gemm fp4"] = f"no fp4 GEMM rows: {FALLBACK['gemm fp4'].split(' (')[0]}"
     mismatch = d.get("provenance", {}).get("device_check", {}).get("mismatch")
     if mismatch:
         out["device"] = mismatch

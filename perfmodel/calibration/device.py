@@ -7,10 +7,12 @@ its rows' preset with (microbench/env.py hardware_preset), so the two never disa
 from __future__ import annotations
 
 # CUDA device name fragments -> hardware preset; first match wins. OTHER: a known GPU with no preset
-# (a different datasheet from every preset, e.g. H100 PCIe's 2.0 TB/s HBM vs the SXM's 3.35).
+# (a different datasheet from every preset, e.g. H100 PCIe's 2.0 TB/s HBM vs the SXM's 3.35). The Grace
+# superchips' names contain their GPU's ("NVIDIA GB200" holds "B200"), so they come first.
 OTHER = "other"
 PRESETS = (("GH200", OTHER), ("H200", "h200_sxm"), ("H100 PCIe", OTHER), ("H100 NVL", OTHER), ("H100", "h100_sxm"),
-           ("H20", "h20"), ("B200", "b200"), ("A100-SXM4-40GB", "a100_40gb"), ("A100-SXM4-80GB", "a100_80gb"),
+           ("H20", "h20"), ("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"),
+           ("B200", "b200"), ("A100-SXM4-40GB", "a100_40gb"), ("A100-SXM4-80GB", "a100_80gb"),
            ("A100 80GB PCIe", "a100_pcie_80gb"), ("A100-PCIE-80GB", "a100_pcie_80gb"), ("A100", OTHER),
            ("A10G", OTHER), ("A10", "a10"), ("L40", OTHER), ("L4", "l4"), ("V100", OTHER), ("T4", OTHER),
            ("A40", OTHER), ("A6000", OTHER), ("MI300", OTHER), ("MI250", OTHER))

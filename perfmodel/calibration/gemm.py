@@ -8,16 +8,20 @@ import numpy as np
 
 from . import grid
 
-WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0}
+# bytes per weight element; fp4 (NVFP4): half a byte + one fp8 scale per 16 elements = 9/16
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp32": 4.0, "fp4": 9 / 16}
 # What a profile answers for a dtype it has no rows for: the CPU has fp32 GEMMs only, and perfmodel
-# asks for "bf16" (a CPU profile measured only in fp32 still answers; microbench measures bf16 where the CPU has AVX512-BF16). fp8 never falls back.
+# asks for "bf16" (a CPU profile measured only in fp32 still answers; microbench measures bf16 where the CPU has AVX512-BF16).
+# fp8 and fp4 never fall back: an fp8 or bf16 table would make fp4 GEMMs 2-4x too slow, so without an fp4
+# table perfmodel.ops uses its roofline at the fp4 peak instead.
 DTYPE_FALLBACK = {"bf16": ("bf16", "fp16", "fp32"), "fp16": ("fp16", "bf16", "fp32"), "fp8": ("fp8",),
-                  "fp32": ("fp32", "bf16", "fp16")}
+                  "fp32": ("fp32", "bf16", "fp16"), "fp4": ("fp4",)}
 
 
 def roofline_s(m, n, k, dtype: str, roof: dict):
     """max(2mnk / peak, bytes / HBM): weights n*k in `dtype`, activations m*k in and m*n out
-    (bf16, fp32 for fp32 GEMMs), with the datasheet numbers in `roof`."""
+    (bf16, fp32 for fp32 GEMMs; counted as bf16 for fp8 / fp4 too), with the datasheet numbers in `roof`.
+    A normalisation: fit and prediction divide by the same roofline, so its byte count cancels in-grid."""
     act = 4.0 if dtype == "fp32" else 2.0
     nbytes = n * k * WEIGHT_BYTES[dtype] + act * m * (k + n)
     return np.maximum(2.0 * m * n * k / (roof["peak_tflops"][dtype] * 1e12), nbytes / (roof["hbm_gbs"] * 1e9))

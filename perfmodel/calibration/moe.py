@@ -2,7 +2,8 @@
 formula of perfmodel.cost (one GEMM of m_e rows against the hit experts' weights side by side).
 
 Source data: NVIDIA aiconfigurator's H100 perf database (Apache-2.0), repo ai-dynamo/aiconfigurator
-@ 095f58a5, aic-core/src/aiconfigurator_core/systems/data/h100_sxm/moe/<backend>/<version>/moe_perf.parquet.
+@ 095f58a5, aic-core/src/aiconfigurator_core/systems/data/h100_sxm/moe/<backend>/<version>/moe_perf.parquet;
+which file and rows per framework and quant mode (4-bit Blackwell modes included): moe_sources.py.
 Column semantics (the SDK's reader, aic-core/rust/aiconfigurator-core/src/perf_database/table_view.rs:899-942
 `view_moe`, keys quant/distribution/topk/num_experts/hidden/inter/moe_tp/moe_ep -> num_tokens -> latency;
 the collector collector/vllm/collect_moe.py:702 `hidden_states = randn([num_tokens, hidden_size])`,
@@ -50,45 +51,16 @@ from ..knobs import moe_ep_imbalance
 from ..layout import ParallelLayout
 from . import sections
 from .moe_shapes import add_shape_tables
-from .profile import from_dict, moe_ratio
+from .moe_sources import MODEL_DTYPE, SOURCES, WEIGHT_DTYPE_MAP, source, weight_dtype_map  # noqa: F401 (re-exported)
+from .moe_table import moe_ratio
+from .profile import from_dict
 
 REPO = "ai-dynamo/aiconfigurator"
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
 DATA_PATH = "aic-core/src/aiconfigurator_core/systems/data/{system}/moe/{backend}/{version}/moe_perf.parquet"
 READER = ("aic-core/rust/aiconfigurator-core/src/perf_database/table_view.rs:899-942 (view_moe); "
           "collector/vllm/collect_moe.py:542,702,772 (rank-local experts, [num_tokens, hidden] input, ms)")
-
-# which table each serving framework's kernels come from, per aiconfigurator quant mode: the
-# version nearest the e2e runs (vLLM 0.18 / 0.11 rows; TRT-LLM 1.0-1.3 rows). A value is (backend, version,
-# kernel_source filter or None, the rows' moe_dtype when it is not the key's). vLLM's only Hopper W4A16
-# mxfp4 rows are in 0.24.0, from two kernel families that are fitted apart: the triton OAI kernel (gpt-oss
-# shapes; vLLM's default on Hopper when triton_kernels is installed) and Marlin (a Kimi-K3 shape; what
-# VLLM_MXFP4_USE_MARLIN=1 selects). int4 W4A16 (compressed-tensors WNA16, Kimi-K2.5's experts) runs vLLM's
-# Marlin int4 MoE (MarlinExperts), taken from 0.24.0 (`int4_wo`, Kimi-K2.5's own shape at every TP/EP split).
-# Three versions measured it at that shape (7168, 2048, 384 experts, top-8): 0.14.0 and 0.24.0 agree within
-# 0.84-1.03x at TP1-8 and 1-16k tokens, 0.19.0 is 1.5-5.4x slower than both (peaking at 256 tokens), so the
-# 0.19 table is taken for an anomalous collection, not the kernel of its time; 0.14 covers 10 shapes but EP >= 8
-# at 1-2 points per shape (tests/test_moe_calibration.py checks the 0.24 fit against 0.14's points).
-# Its fixed time per layer also serves gpt-oss: a 5th item names the key whose rows' intercept is the entry's
-# floor. The 0.24 Marlin mxfp4 rows are vLLM's situ-as-silu path at 896 experts, whose intercept (60 us)
-# is ~2x the same version's standard path (0.24 int4 MarlinExperts: 32 us TP, 47 us EP; in one version,
-# SGLang 0.5.14, the situ mxfp4 Marlin at 896 experts takes 0.076-0.080 ms at one token on TP8/16 against
-# 0.025-0.029 ms for its int4 Marlin at 384 experts). gpt-oss (128 experts, its own activation) takes the
-# family's floor and the mxfp4 table's ratio above it.
-# A key "<quant>_<kernel>" is that kernel family's table (Framework.moe_kernel picks it).
-SOURCES = {
-    "vllm": {"bfloat16": ("vllm", "0.19.0", None), "fp8_block": ("vllm", "0.19.0", None),
-             "w4a16_mxfp4": ("vllm", "0.24.0", "oaitriton"),
-             "w4a16_mxfp4_marlin": ("vllm", "0.24.0", "marlin", None, "w4a16_int4"),
-             "w4a16_int4": ("vllm", "0.24.0", "marlin", "int4_wo")},
-    "trtllm": {"bfloat16": ("trtllm", "1.3.0rc20", None), "fp8_block": ("trtllm", "1.3.0rc20", None),
-               "w4a16_mxfp4": ("trtllm", "1.3.0rc20", None)},
-}
-# ModelSpec.weight_dtype -> aiconfigurator quant mode. fp8 -> fp8_block: the fp8 MoE checkpoints
-# served (Qwen3-*-FP8, MiniMax-M2.5, DeepSeek) are 128x128 block-scaled. Per-tensor fp8 tables are
-# not committed (no model here maps to them; the shipped profile must stay small).
-WEIGHT_DTYPE_MAP = {"bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp4", "int4": "w4a16_int4"}
-MODEL_DTYPE = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "w4a16_mxfp4": "mxfp4", "w4a16_int4": "int4"}
+# which table each framework's kernels come from, per quant mode, and each mode's weight format: moe_sources.py
 FALLBACK_FRAMEWORK = "vllm"  # sglang runs the same triton fused_moe family as vLLM
 MAX_SPLIT = 32  # larger splits clamp to 32 (keeps the shipped profile < 210 kB)
 X_STEP = 1.0  # log2 m_e grid step
@@ -120,19 +92,13 @@ def formula_s(hidden, inter, experts, topk, weight_dtype, moe_tp, moe_ep, num_to
     return t, m_e
 
 
-def source(quant: str, src: tuple) -> tuple:
-    """(backend, version, kernel filter, the rows' moe_dtype) of a SOURCES entry."""
-    backend, version, kernel, *rest = src
-    return backend, version, kernel, (rest[0] if rest and rest[0] else quant.split("_marlin")[0])
-
-
-def family_floor_ms(data_dir, fw: str, src: tuple, routing: str, hw, prof) -> dict | None:
+def family_floor_ms(data_dir, fw: str, src: tuple, routing: str, hw, prof, sources: dict = SOURCES) -> dict | None:
     """{mode: ms} of the entry's kernel-family floor where SOURCES names one (its 5th item: another key of
     the framework, whose rows' intercept is the floor), else None (the rows' own intercept)."""
     if len(src) < 5:
         return None
     key = src[4]
-    backend, version, kernel, data_dtype = source(key, SOURCES[fw][key])
+    backend, version, kernel, data_dtype = source(key, sources[fw][key])
     d = read_rows(data_dir, backend, version, data_dtype, kernel, routing)
     return floor_intercept_ms(with_formula(d, key.split("_marlin")[0], hw, prof, False))
 
@@ -200,8 +166,9 @@ def fit_table(d) -> dict:
     return out
 
 
-def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
-    """The profile's `moe` section fitted from the parquet files under data_dir."""
+def fit(data_dir: Path, hw, prof, system: str = "h100_sxm", sources: dict = SOURCES) -> dict:
+    """The profile's `moe` section fitted from the parquet files under data_dir, read as `sources` says
+    (moe_sources: the pinned SOURCES, or newest_sources for a GPU without the pinned versions)."""
     section = {
         "method": ("t = floor_ms + formula(m_e rows x hit experts, perfmodel.cost) x exp(log_ratio), log_ratio "
                    "bilinear in (log2 split, log2 m_e) (clamped); floor_ms per mode: the 1-/2-token intercept; "
@@ -215,7 +182,7 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
         "frameworks": {},
         "check_points": {"columns": list(CHECK_COLUMNS), "rows": []},
     }
-    for fw, quants in SOURCES.items():
+    for fw, quants in sources.items():
         section["frameworks"][fw] = {}
         for (quant, src), routing in ((q, r) for q in quants.items() for r in ROUTINGS):
             backend, version, kernel, data_dtype = source(quant, src)
@@ -223,7 +190,7 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
             if d.empty:
                 continue
             d = with_formula(d, quant.split("_marlin")[0], hw, prof,
-                             floor_ms=family_floor_ms(data_dir, fw, src, routing, hw, prof))
+                             floor_ms=family_floor_ms(data_dir, fw, src, routing, hw, prof, sources))
             med = d.groupby(["mode", "split", np.round(np.log2(np.maximum(d.m_e, 1)) / X_STEP)]).log_ratio.transform("median")
             res = np.log((d.floor_ms + d.formula_ms * np.exp(med)) / d.latency)  # log(fit / measured)
             tables = fit_table(d)
@@ -246,6 +213,10 @@ def fit(data_dir: Path, hw, prof, system: str = "h100_sxm") -> dict:
                     section["check_points"]["rows"].append(
                         [fw, quant, name, h, i, e, k, int(r.moe_tp_size), int(r.moe_ep_size),
                          int(r.num_tokens), round(float(r.latency), 5)])
+    # which fitted key each weight format looks up (Profile.moe_factor): WEIGHT_DTYPE_MAP on Hopper tables;
+    # where 4-bit tables were fitted, nvfp4 -> its own and mxfp4 -> every MXFP4 mode a framework has
+    fitted = {q.split("@")[0] for qs in section["frameworks"].values() for q in qs}
+    section["weight_dtype_map"] = weight_dtype_map(fitted, getattr(hw, "has_fp4", False))
     return section
 
 

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..formats import DTYPE_BYTES
 from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
+from . import moe_table
 from .coverage import caveats
+from .moe_table import moe_ratio  # noqa: F401 (re-exported: tests import it from here)
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "profiles"
 FORMAT = "parallelism-sim calibrated profile 1"
@@ -56,7 +59,8 @@ class Profile:
 
     # ---- the protocol perfmodel.ops calls -------------------------------------------------------
     def gemm_time_s(self, m, n, k, dtype: str):
-        """C[m,n] = A[m,k] W[k,n] in compute dtype `dtype` (bf16/fp8; fp32 on CPU), or None."""
+        """C[m,n] = A[m,k] W[k,n] in compute dtype `dtype` (bf16/fp8/fp4; fp32 on CPU), or None (no table for
+        it, gemm.DTYPE_FALLBACK: fp4 is answered from an fp4 table only)."""
         for d in gm.DTYPE_FALLBACK.get(dtype, (dtype,)):
             if d in self.gemm:
                 m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
@@ -126,7 +130,7 @@ class Profile:
         tab = self._moe_table(framework, weight_dtype, mode, kernel, routing)
         if not tab:
             return None
-        return moe_ratio(tab, float(split), np.asarray(m_e, dtype=float))
+        return moe_table.moe_ratio(tab, float(split), np.asarray(m_e, dtype=float))
 
     def moe_floor_s(self, framework: str, weight_dtype: str, mode: str, kernel: str = "", routing: str = "") -> float:
         """The fused-MoE kernel's fixed time per layer (seconds) that the table's fit took out before the
@@ -144,22 +148,12 @@ class Profile:
         own = (tab or {}).get("shapes", {}).get(shape)
         if not own:
             return 1.0
-        return moe_ratio({"log2_me": tab["log2_me"], "splits": own["splits"], "log_ratio": own["log_ratio"]},
-                          float(split), np.asarray(m_e, dtype=float))
+        own_tab = {"log2_me": tab["log2_me"], "splits": own["splits"], "log_ratio": own["log_ratio"]}
+        return moe_table.moe_ratio(own_tab, float(split), np.asarray(m_e, dtype=float))
 
     def _moe_table(self, framework: str, weight_dtype: str, mode: str, kernel: str = "", routing: str = ""):
         """The `moe` section's table for these keys (moe_factor's lookup), or None."""
-        if not self.moe:
-            return None
-        fws = self.moe.get("frameworks", {})
-        quants = fws.get(framework) or fws.get(self.moe.get("framework_fallback", ""), {})
-        quant = self.moe.get("weight_dtype_map", {}).get(weight_dtype, weight_dtype)
-        if kernel and any(q.split("@")[0] == f"{quant}_{kernel}" for q in quants):
-            quant = f"{quant}_{kernel}"
-        routing = routing or self.moe.get("default_routing", "")
-        if routing and f"{quant}@{routing}" in quants:
-            quant = f"{quant}@{routing}"
-        return quants.get(quant, {}).get("tables", {}).get(mode)
+        return moe_table.lookup(self.moe, framework, weight_dtype, mode, kernel, routing)
 
     # ---- provenance ------------------------------------------------------------------------------
     def describe(self, op: str) -> str:
@@ -217,20 +211,10 @@ class Profile:
         return t * (1.0 - share + share * self.hbm_ratio)
 
 
-def moe_ratio(tab: dict, split: float, m_e):
-    grid = np.asarray(tab["log2_me"], dtype=float)
-    lr = np.asarray(tab["log_ratio"], dtype=float)  # [split][x]
-    ls = np.log2(np.asarray(tab["splits"], dtype=float))
-    s = float(np.clip(np.log2(max(split, 1.0)), ls[0], ls[-1]))
-    j = int(np.clip(np.searchsorted(ls, s) - 1, 0, max(len(ls) - 2, 0)))
-    w = 0.0 if len(ls) == 1 else (s - ls[j]) / (ls[j + 1] - ls[j])
-    row = lr[j] if len(ls) == 1 else (1 - w) * lr[j] + w * lr[j + 1]
-    x = np.log2(np.maximum(m_e, 1.0))
-    return np.exp(np.interp(x, grid, row))
-
-
 def _kv_bytes(kv_dtype: str) -> float:
-    return {"fp8": 2.0}.get(kv_dtype, att.KV_BYTES)  # K and V per element: bf16 4 bytes, fp8 2
+    """K and V bytes per element: bf16 4, fp8 2, nvfp4 9/8 (its scales included). Regression: every dtype
+    but fp8 read as bf16, so an nvfp4 KV cache decoded no faster than bf16 on a calibrated profile."""
+    return 2.0 * DTYPE_BYTES[kv_dtype]
 
 
 def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile:
@@ -244,6 +228,10 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
             raise ValueError(f"{where}: derived profile needs its base {d['derived_from'].get('profile')!r}")
         return dataclasses.replace(base, name=name, path=path, hardware=d["hardware"],
                                    hbm_ratio=float(d["transfer"]["hbm_ratio"]), base=base.name, data=d)
+    unnormalised = sorted(set(d.get("gemm", {})) - set(d.get("roofline", {}).get("peak_tflops", {})))
+    if unnormalised:  # a GEMM table is an efficiency against the roofline at its dtype's peak
+        raise ValueError(f"{where}: malformed profile (gemm {unnormalised[0]} table without a roofline peak_tflops "
+                         f"{unnormalised[0]!r})")
     try:
         return Profile(
             name=name, path=path, hardware=d["hardware"], roof=d["roofline"],

@@ -2,7 +2,7 @@
 aiconfigurator's published tables, both turned into one set of tidy frames (times in us).
 
 Frames and columns (one row per measurement; `src` = file name, `line` = line in that file):
-  gemm:       dtype, m, n, k, t_us
+  gemm:       dtype, m, n, k, t_us                                      (dtype: bf16, fp16, fp32, fp8, fp4)
   prefill:    batch, seq_len, kv_len, heads, kv_heads, head_dim, t_us   (kv_len = cached + new keys)
   decode:     batch, kv_len, heads, kv_heads, head_dim, t_us            (one new token per sequence)
   collective: op, group, size_bytes, t_us, run, nodes                   (nccl-tests sizes; nodes the
@@ -28,8 +28,12 @@ FRAMES = {
     "collective": ("op", "group", "size_bytes", "run", "nodes"),
     "copy": ("kind", "size_bytes"),
 }
+# GEMM compute dtypes by the names the tables use. fp4: NVFP4 W4A4 (e2m1 weights and activations, one fp8
+# e4m3 scale per 16 elements; aiconfigurator's GEMMQuantMode `nvfp4`, microbench's `nvfp4`, torch's
+# float4_e2m1fn_x2) on GPUs with fp4 tensor cores; block-scaled fp8 (`fp8_block`) has no grid of its own
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "float8_e4m3fn": "fp8", "fp16": "fp16",
-          "float16": "fp16", "half": "fp16", "fp32": "fp32", "float32": "fp32", "float": "fp32"}
+          "float16": "fp16", "half": "fp16", "fp32": "fp32", "float32": "fp32", "float": "fp32",
+          "nvfp4": "fp4", "fp4": "fp4", "float4_e2m1fn_x2": "fp4"}
 COLLECTIVES = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
                "alltoall": "all_to_all", "all_to_all": "all_to_all", "send_recv": "send_recv",
                "custom_all_reduce": "custom_all_reduce"}

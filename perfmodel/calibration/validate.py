@@ -11,11 +11,15 @@ import pandas as pd
 
 from .. import network, ops
 from ..comm import Call
+from ..modelspec import DTYPE_BYTES
 from . import attention as att
 from . import collectives as coll
 from . import split
 
 LLM_SHAPED_MIN = 256  # GEMM n and k of real LLM layers after TP sharding (toy widths 32-128 excluded)
+# a table's compute dtype -> the weight format perfmodel.ops costs it as (the datasheet column): fp4 GEMMs
+# are what NVFP4 weights run on fp4 tensor cores; the others are their own weight format
+WEIGHTS_OF = {"fp4": "nvfp4"}
 KIND_OP = {"prefill": "attention_prefill", "decode": "attention_decode"}
 
 
@@ -48,7 +52,10 @@ def predict_us(kind: str, df: pd.DataFrame, prof=None, hw=None) -> np.ndarray:
 def _group_s(kind, key, g, prof, hw):
     if kind == "gemm":
         m, n, k = (g[c].to_numpy() for c in ("m", "n", "k"))
-        return prof.gemm_time_s(m, n, k, key[0]) if prof else ops.gemm_time_s(m, n, k, key[0], hw)
+        if prof:
+            return prof.gemm_time_s(m, n, k, key[0])
+        wd = WEIGHTS_OF.get(key[0], key[0])
+        return ops.gemm_time_s(m, n, k, wd, hw) if wd in DTYPE_BYTES else None  # a format ops cannot cost: NaN
     if kind == "prefill":
         pairs, kv = _pairs_kv(g)
         seqs = g.batch.to_numpy()

@@ -1,7 +1,7 @@
 """`simulate`: replay a trace through engines driven by a parallelism policy.
 
     simulate --trace burstgpt.csv --policy shift [--layout tp=2,pp=4] [--model M] [--hardware H]
-             [--gpus N] [--nodes N --gpus-per-node G] [--weights bf16|fp8] [--kv-dtype bf16|fp8] [--max-concurrency C]
+             [--gpus N] [--nodes N --gpus-per-node G] [--weights bf16|fp8] [--kv-dtype bf16|fp8|nvfp4] [--max-concurrency C]
              [--client-turnaround-ms Z]
              [--max-model-len L] [--gpu-memory-utilization U] [--step-overhead-ms MS]
              [--slo-ttft-ms X --slo-tpot-ms Y] [--out DIR [--overwrite]] [--seed S] [--rate-scale k]
@@ -34,6 +34,7 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
     from perfmodel.hardware import hardware_names, load_hardware
     from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
     from perfmodel.layout import LayoutError
+    from perfmodel.formats import KV_CHOICES
     from perfmodel.modelspec import WEIGHT_CHOICES, preset_names
 
     from simulator.cluster.router import ROUTERS
@@ -121,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=WEIGHT_CHOICES,
                    help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
                         "DeepSeek fp8, Kimi-K2.5 int4), else fp8 where the hardware has fp8, else bf16")
-    p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV cache data type")
+    p.add_argument("--kv-dtype", default="bf16", choices=KV_CHOICES, help="KV cache data type (nvfp4: 9/16 byte "
+                   "an element; which frameworks serve it on which GPUs: docs/hardware.md)")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
     p.add_argument("--router", default="least-tokens", choices=ROUTERS, help="how requests are spread over engines")
     p.add_argument("--max-concurrency", type=int, default=0, help="closed loop: at most C requests in flight "
