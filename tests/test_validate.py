@@ -16,7 +16,7 @@ COLS = ("id,backend,backend_version,model_path,system,precision,mode,isl,osl,gem
 ROWS = [
     "a8b,trtllm,1.0.0rc3,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,,agg,1024,128,,,8,1,1,,1,1,191.0,7.9,8",
     "q32,sglang,0.5.1.post1,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,8,1,,1,1,350.0,8.0,16",
-    "gb,trtllm,1.0,meta-llama/Llama-3.1-8B-Instruct,gb200,,agg,1024,128,,,8,1,1,,1,1,191.0,7.9,8",
+    "gb,trtllm,1.0,meta-llama/Llama-3.1-8B-Instruct,mi300x,,agg,1024,128,,,8,1,1,,1,1,191.0,7.9,8",
     "v32,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,2,1,,1,1,188.0,22.2,16",
 ]
 
@@ -38,7 +38,7 @@ DISAGG = ("ds,trtllm,0.8.1,deepseek-ai/DeepSeek-V3,h100_sxm,fp8,disagg,1024,1024
 def test_rows_become_cases_or_skips_with_reasons():
     r = dict(zip(COLS.split(","), ROWS[2].split(",")))
     s = case_of(2, r)
-    assert isinstance(s, Skip) and "gb200" in s.reason
+    assert isinstance(s, Skip) and "'mi300x' has no hardware preset" in s.reason
     # disaggregated rows (issue 18) are replayed as --policy disagg with the row's pools, placed node-major:
     # a 16-GPU attention-DP + EP16 prefill worker and 3 decode workers of TP16 x EP16 = 64 GPUs, 8 nodes
     d = case_of(3, dict(zip(DISAGG_COLS.split(","), DISAGG.split(","))))
@@ -72,9 +72,9 @@ def test_validate_json_contract_on_a_fixture(tmp_path, capsys):
     first = rows[0]
     assert first["group"] == "all" and first["rows"] == 3 and first["skipped"] == 1
     assert {r["group"] for r in rows[1:]} == {"trtllm Llama-3.1-8B-Instruct h100", "sglang Qwen3-32B h100",
-                                              "vllm Qwen3-32B h100", "trtllm Llama-3.1-8B-Instruct gb200"}
+                                              "vllm Qwen3-32B h100", "trtllm Llama-3.1-8B-Instruct mi300x"}
     # a group whose every row was skipped is listed with its count and no error (null, not NaN)
-    gb = next(r for r in rows if r["group"].endswith("gb200"))
+    gb = next(r for r in rows if r["group"].endswith("mi300x"))
     assert (gb["rows"], gb["skipped"], gb["ttft_median_abs_rel_err"]) == (0, 1, None)
     assert all(0 <= r["ttft_median_abs_rel_err"] < 10 for r in rows if r["rows"])
 
@@ -204,3 +204,18 @@ def test_int4_weight_only_rows_replay_only_for_checkpoints_shipped_in_int4():
                       "tp_size": "1"})
     assert isinstance(fp8, Case) and fp8.weights == "fp8"
     assert load_model(fp8.model).num_layers == load_model("llama-3.1-8b").num_layers
+
+
+def test_blackwell_rows_are_replayed_with_their_4bit_format(tmp_path, capsys):
+    """Synthetic Blackwell rows (the real ones are the project's held-out test, never read): B200 / GB200 systems
+    map to their presets, nvfp4 is nvfp4 except for a checkpoint shipped in mxfp4 (gpt-oss, which aiconfigurator
+    labels nvfp4), and the rows replay."""
+    rows = ["b2,trtllm,1.1.0,meta-llama/Llama-3.1-8B-Instruct,b200_sxm,,agg,1024,128,nvfp4,,8,1,1,,1,1,50.0,3.0,8",
+            "g2,trtllm,1.1.0,openai/gpt-oss-120b,gb200,,agg,1024,128,nvfp4,,8,4,1,,1,1,80.0,4.0,8",
+            "g3,trtllm,1.1.0,deepseek-ai/DeepSeek-R1,gb300,,agg,1024,128,nvfp4,,8,8,1,,1,8,90.0,9.0,8"]
+    cases = [case_of(i, dict(zip(COLS.split(","), r.split(",")))) for i, r in enumerate(rows)]
+    assert all(isinstance(c, Case) for c in cases), cases
+    assert [(c.hardware, c.weights) for c in cases] == [("b200", "nvfp4"), ("gb200", "mxfp4"), ("gb300", "nvfp4")]
+    assert main(["validate", "--measurements", str(_csv(tmp_path, rows=rows)), "--format", "json", "--jobs", "1"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got[0]["rows"] == 3 and got[0]["skipped"] == 0

@@ -20,11 +20,15 @@ from simulator.workload.errors import TraceError
 REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
             "silicon_tpot_ms")
 # the CSV's system names -> hardware presets
-SYSTEMS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100"}
+SYSTEMS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
+           "gb300": "gb300", "a100_sxm": "a100"}
 # weight formats (gemm_quant_mode) -> our weight dtypes. 4-bit weights on Hopper run weight-only
 # (dequantised in the GEMM): gpt-oss ships MXFP4, which vLLM runs on H100 as W4A16 (Marlin/Triton).
-WEIGHTS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "mxfp4", "fp4": "mxfp4", "mxfp4": "mxfp4",
+WEIGHTS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4",
            "int4_wo": "int4"}
+# aiconfigurator's harness labels gpt-oss's MXFP4 experts gemm_quant_mode nvfp4: a checkpoint shipped in mxfp4
+# (its config's quantization_config) runs as mxfp4 whatever 4-bit label its row carries
+FP4_LABELS = ("nvfp4", "fp4")
 # weight-only int4 is modelled as the experts-only W4A16 scheme of checkpoints shipped in it (Kimi-K2.5:
 # compressed-tensors int4, group 32, perfmodel.modelspec.EXPERTS_ONLY); of any other model (every linear layer
 # in int4) it is not, and its rows are skipped with that reason
@@ -168,7 +172,8 @@ def case_of(i: int, r: dict, source: str = "<measurements>") -> Case | Skip:
         raise TraceError(source, f"{rid}: measured TTFT and TPOT must be > 0", line=i + 2,
                          field="silicon_ttft_ms")
     per_node = load_hardware(hw).gpus_per_node  # (the HGX nodes the rows ran on: the preset's node)
-    return Case(i, rid, backend, _text(r.get("backend_version")), model, hw, WEIGHTS[quant], layout, gpus,
+    weights = "mxfp4" if quant in FP4_LABELS and checkpoint_format(model) == "mxfp4" else WEIGHTS[quant]
+    return Case(i, rid, backend, _text(r.get("backend_version")), model, hw, weights, layout, gpus,
                 isl, osl, conc, batch or conc, ttft, tpot, policy, args, -(-gpus // per_node),
                 _text(r.get("measured_date"))[:10], workers)
 
