@@ -219,3 +219,18 @@ def test_blackwell_rows_are_replayed_with_their_4bit_format(tmp_path, capsys):
     assert main(["validate", "--measurements", str(_csv(tmp_path, rows=rows)), "--format", "json", "--jobs", "1"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got[0]["rows"] == 3 and got[0]["skipped"] == 0
+
+
+def test_unrecorded_attention_dp_follows_the_moe_width():
+    """Regression: vLLM Qwen3-235B-A22B-FP8 rows with tp_size 1, moe_tp_size 2 and no attention_dp_size were
+    replayed on one GPU and refused (236 GB of weights). aiconfigurator's rows keep tp x attention_dp ==
+    moe_tp x moe_ep (sdk/config.py resolve_moe_parallelism), so they ran attention DP 2 with the MoE TP over
+    both ranks (vLLM's DP without expert parallelism: costed as EP over them)."""
+    row = dict(zip(COLS.split(","), "q1,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,,agg,1000,100,fp8,,8,1,1,,2,1,"
+                                    "300.0,20.0,8".split(",")))
+    c = case_of(0, row)
+    assert isinstance(c, Case) and (c.layout, c.gpus) == ("dp=2,tp=1,ep=2", 2)
+    row.update(tp_size="2", moe_tp_size="2")  # as wide as the attention: no attention DP
+    assert case_of(0, row).layout == "tp=2"
+    row.update(tp_size="1", moe_tp_size="2", attention_dp_size="1")  # recorded: taken as it is
+    assert case_of(0, row).layout.startswith("tp=1")

@@ -115,9 +115,17 @@ def _layout(r: dict, pre: str = "") -> tuple[str, int]:
     group spanning them (perfmodel.comm: EP over DP ranks dispatches with all_to_all)."""
     tp, pp = _int(r.get(pre + "tp_size"), 1), _int(r.get(pre + "pp_size"), 1)
     adp, ep = _int(r.get(pre + "attention_dp_size"), 1), _int(r.get(pre + "moe_ep_size"), 1)
-    if adp > 1 and ep <= 1 and _int(r.get(pre + "moe_tp_size")) == 0 and _is_moe(_text(r.get("model_path"))):
-        ep = adp * tp  # MoE split not recorded: vLLM's DP without --enable-expert-parallel shards the MoE
-        # over all DP x TP ranks (tensor-parallel experts); costed as EP over them (same bytes per GPU)
+    moe_tp = _int(r.get(pre + "moe_tp_size"))
+    moe = _is_moe(_text(r.get("model_path")))
+    if not _text(r.get(pre + "attention_dp_size")) and moe and moe_tp * ep > tp and moe_tp * ep % tp == 0:
+        # attention DP not recorded: aiconfigurator's rows keep tp x attention_dp == moe_tp x moe_ep (its
+        # ModelConfig.resolve_moe_parallelism, aiconfigurator-core 0.12.0 sdk/config.py:84-140), so a MoE
+        # wider than the attention TP group spans that many attention-DP ranks (regression: vLLM
+        # Qwen3-235B-A22B-FP8 tp 1 / moe_tp 2 rows were replayed on one GPU and refused: 236 GB of weights)
+        adp = moe_tp * ep // tp
+    if adp > 1 and ep <= 1 and moe_tp in (0, adp * tp) and moe:
+        ep = adp * tp  # MoE split not recorded, or TP over every rank: vLLM's DP without --enable-expert-parallel
+        # shards the MoE over all DP x TP ranks (tensor-parallel experts); costed as EP over them (same bytes per GPU)
     parts = ([f"dp={adp}"] if adp > 1 else []) + [f"tp={tp}"] + ([f"pp={pp}"] if pp > 1 else []) \
         + ([f"ep={ep}"] if ep > 1 else [])
     return ",".join(parts), adp * tp * pp
