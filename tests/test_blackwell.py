@@ -165,3 +165,10 @@ def test_nvfp4_kv_reads_fewer_bytes_in_calibrated_decode_attention():
     prof = resolve_profile(hw, None)
     t = {kv: float(ops.attn_decode_time_s(64, 64 * 8192, 8, 1, 128, kv, hw, prof)) for kv in ("bf16", "fp8", "nvfp4")}
     assert t["nvfp4"] < t["fp8"] < t["bf16"]
+
+
+def test_recommend_commands_name_the_redundant_expert_slots():
+    from simulator.apps.recommend.serve import commands
+    wide = commands({"policy": "layout", "deployment": "dp=72,ep=72"}, "deepseek-r1", 72)
+    assert "288 expert slots, 32 redundant" in wide["note"] and "num_slots: 288" in wide["note"]
+    assert commands({"policy": "layout", "deployment": "dp=8,ep=8"}, "deepseek-r1", 8)["note"] is None

@@ -7,6 +7,7 @@ from pathlib import Path
 from perfmodel.disagg import parse_pool
 from perfmodel.knobs import SHIFT_THRESHOLD_TOKENS
 from perfmodel.layout import LayoutError, ParallelLayout
+from perfmodel.modelspec import load_model
 from simulator.apps.recommend.support import why_not
 
 # ArcticInference flags: --ulysses-sequence-parallel-size, --enable-shift-parallel, --shift-parallel-threshold
@@ -110,6 +111,9 @@ def commands(row: dict, model: str, gpus: int, gpus_per_node: int | None = None,
     simulated): 'framework' and 'simulated', that framework's command (None: it has none)."""
     out = _commands(row, hf_name(model), gpus, gpus_per_node)
     deg = degrees_of(row, gpus) if row.get("policy") != "disagg" else {}
+    extra = _redundant_note(model, deg.get("ep", 1))
+    if extra:
+        out["note"] = "; ".join([out["note"], *extra] if out.get("note") else extra)
     out["unservable"] = {}
     for fw in ("vllm", "sglang", "trtllm"):
         why = why_not(row.get("policy", "layout"), deg, fw)
@@ -143,6 +147,23 @@ def _commands(row: dict, m: str, gpus: int, gpus_per_node: int | None) -> dict:
     if sp > 1 and policy != "shift":
         notes.append(PLUGIN["sp"] + "; SGLang / TRT-LLM have no SP: no command for them")
     return {"vllm": vllm, "sglang": sglang, "trtllm": trt, "note": "; ".join(notes) or None}
+
+
+def _redundant_note(model, ep: int) -> list:
+    """Where EP does not divide the experts, the spare expert slots the layout was costed with
+    (perfmodel.layout.ParallelLayout.expert_slots) and how each framework is told about them."""
+    if ep <= 1 or not model:
+        return []
+    try:
+        experts = load_model(model).num_experts
+    except ValueError:
+        return []
+    slots = ParallelLayout(dp=ep, ep=ep).expert_slots(experts) * ep if experts else 0
+    if not experts or slots == experts:
+        return []
+    return [f"ep={ep} does not divide the {experts} experts: costed with {slots} expert slots, {slots - experts} "
+            f"redundant (TRT-LLM: moe_config.load_balancer.num_slots: {slots}; SGLang: --ep-num-redundant-experts "
+            f"{slots - experts}; vLLM: --enable-eplb with {slots - experts} redundant experts)"]
 
 
 def parallel_flags(tp: int, pp: int, dp: int, sp: int, ep: int) -> tuple:
