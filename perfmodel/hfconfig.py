@@ -88,6 +88,22 @@ def mla_fields(cfg: dict) -> dict:
                 head_dim=nope + rope, num_kv_heads=int(cfg["num_attention_heads"]))
 
 
+def dsa_fields(cfg: dict, name: str) -> dict:
+    """ModelSpec DeepSeek-sparse-attention fields (DeepSeek-V3.2, GLM-5: `index_topk` keys per query picked by
+    a lightning indexer of `index_n_heads` x `index_head_dim`); {} without it. DSA is read on MLA only (the
+    indexer scores MLA latents); elsewhere it is refused with the field named."""
+    if not cfg.get("index_topk"):
+        return {}
+    if not cfg.get("kv_lora_rank"):
+        raise ValueError(f"{name}: index_topk={cfg['index_topk']} (sparse attention) without MLA (kv_lora_rank) "
+                         f"is not modelled")
+    for k in ("index_n_heads", "index_head_dim"):
+        if not cfg.get(k):
+            raise ValueError(f"{name}: sparse attention (index_topk={cfg['index_topk']}) lacks {k}={cfg.get(k)!r}")
+    return dict(sparse_topk=int(cfg["index_topk"]), indexer_heads=int(cfg["index_n_heads"]),
+                indexer_head_dim=int(cfg["index_head_dim"]))
+
+
 def moe_fields(cfg: dict, mt: str, layers: int, name: str) -> dict:
     """Expert count, top-k, MoE layer count and FFN widths (routed, shared, dense) of an MoE config;
     {} for a dense one. Layer rules as in each family's HF modeling file."""
@@ -199,5 +215,5 @@ def spec_fields(cfg: dict, name: str = "") -> dict:
         sliding_window=window, num_sliding_layers=n_sliding,
         attention_chunk_tokens=int(cfg.get("attention_chunk_size") or 0) if mt.startswith("llama4") else 0)
     check_modelled(cfg, name)
-    return {**fields, **moe_fields(cfg, mt, layers, name), **mla_fields(cfg)}
+    return {**fields, **moe_fields(cfg, mt, layers, name), **mla_fields(cfg), **dsa_fields(cfg, name)}
 

@@ -68,8 +68,9 @@ def kv_bytes_per_token_per_gpu(spec, layout) -> float:
     layer, on every TP rank (vLLM and SGLang replicate it over TP: it has no heads to split); attention
     DP splits sequences, not tokens (each DP rank is its own instance), so no layout term divides it."""
     layers = max(layout.layers_per_stage(spec.num_layers))
-    if spec.is_mla:
-        return float(layers * spec.kv_elems_per_token_per_layer * spec.kv_bytes_per_elem)
+    if spec.is_mla:  # (+ DSA's indexer key, replicated like the latent)
+        return float(layers * (spec.kv_elems_per_token_per_layer * spec.kv_bytes_per_elem
+                               + spec.indexer_bytes_per_token_per_layer))
     kvh = layout.kv_heads_per_gpu(spec.num_kv_heads)
     return 2.0 * layers * kvh * spec.head_dim * spec.kv_bytes_per_elem
 

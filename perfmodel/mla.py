@@ -17,6 +17,13 @@ Attention:
   decode   absorbed (FlashMLA-style): per head q is 512+64 wide against the latent, scores over 576 dims and
            output over 512: FLOPs 2*h_tp*kv_tokens*(576 + 512); the latent is read once per token for all
            heads: bytes kv_tokens*576*kv dtype bytes. Compute-bound at 128 heads (242 FLOP/byte in bf16).
+DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5; spec.sparse_topk > 0) adds a lightning indexer per
+layer, whole on every TP rank: its projections (q_rank -> heads x dim, d -> dim, d -> heads) and scores of
+every (query, cached key) pair, 2*heads*dim FLOPs each in fp8, reading each key's indexer entry once
+(indexer_s); attention then reads each query's top sparse_topk keys: prefill pairs are capped at
+sparse_topk a token. Decode attention is NOT capped: the simulator's decode closed form is affine in the
+keys, so a cap would make its fast path disagree with its step-by-step run; decode past sparse_topk keys
+a sequence is over-costed (docs/mla.md says by how much).
 """
 from __future__ import annotations
 
@@ -41,7 +48,27 @@ def proj_gemm_s(spec, tp: int, n_loc, hw, prof=None):
         t = t + ops.gemm_time_s(n_loc, h_tp * qk, spec.q_lora_rank, wd, hw, prof)
     else:  # DeepSeek-V2-Lite: q_proj (d -> h*(nope+rope)) split over heads, kv_a replicated
         t = ops.gemm_time_s(n_loc, lat, d, wd, hw, prof) + ops.gemm_time_s(n_loc, h_tp * qk, d, wd, hw, prof)
-    return t + ops.gemm_time_s(n_loc, d, h_tp * spec.v_head_dim, spec.o_proj_weight_dtype, hw, prof)
+    t = t + ops.gemm_time_s(n_loc, d, h_tp * spec.v_head_dim, spec.o_proj_weight_dtype, hw, prof)
+    if spec.sparse_topk:  # the indexer's wq_b, wk and weights_proj (replicated)
+        hi, di = spec.indexer_heads, spec.indexer_head_dim
+        t = t + ops.gemm_time_s(n_loc, hi * di, spec.q_lora_rank or d, wd, hw, prof) \
+            + ops.gemm_time_s(n_loc, di + hi, d, wd, hw, prof)
+    return t
+
+
+def indexer_s(spec, pairs, keys, seqs, hw):
+    """DSA's lightning indexer scoring of one layer on one GPU: `pairs` (query, cached key) pairs scored,
+    `keys` indexer entries read (the step's prefill keys + decode keys). FLOPs 2 x heads x dim per pair at
+    the fp8 rate x ops.ATTN_EFF (DeepGEMM's fp8 MQA logits kernel); bytes spec.indexer_bytes_per_token_per_layer
+    per key; the roofline's max of the two plus a kernel floor where `seqs` > 0 (affine in the keys for a
+    fixed batch, as the decode closed form needs). 0 without DSA."""
+    pairs, keys, seqs = (np.asarray(x, dtype=float) for x in (pairs, keys, seqs))
+    if not spec.sparse_topk:
+        return np.zeros(np.shape(pairs))
+    flops = 2.0 * spec.indexer_heads * spec.indexer_head_dim * pairs
+    nbytes = keys * spec.indexer_bytes_per_token_per_layer
+    t = np.maximum(flops / (hw.matmul_tflops("fp8") * 1e12 * ops.ATTN_EFF), nbytes / (hw.achieved_hbm_gbs * 1e9))
+    return np.where(seqs > 0, t + ops.KERNEL_FLOOR_S, 0.0)
 
 
 def ew_widths(spec, tp: int) -> tuple[int, int]:
@@ -81,10 +108,16 @@ def attention_s(spec, tp: int, batch, pairs, pkv, dkv, hw, prof=None, prefill: b
     t = np.zeros(np.shape(batch.decode_seqs))
     if prefill:
         up = ops.gemm_time_s(pkv, h_tp * (nope + v), kv_rank, spec.attn_weight_dtype, hw, prof)  # kv_b_proj
-        att = ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, h_tp, h_tp, (spec.head_dim + v) / 2,
+        att_pairs = np.minimum(pairs, np.asarray(batch.prefill_tokens, dtype=float) * spec.sparse_topk) \
+            if spec.sparse_topk else pairs  # DSA: each query attends to its top sparse_topk keys
+        att = ops.attn_prefill_time_s(att_pairs, pkv, batch.prefill_seqs, h_tp, h_tp, (spec.head_dim + v) / 2,
                                       "bf16", hw, prof)
         t = t + np.where(np.asarray(batch.prefill_seqs) > 0, up, 0.0) + att
+        if spec.sparse_topk:
+            t = t + indexer_s(spec, pairs, pkv, batch.prefill_seqs, hw)
     if decode:
         absorbed = ops.gemm_time_s(batch.decode_seqs, h_tp * (nope + v), kv_rank, "bf16", hw, prof)  # W_UK, W_UV
         t = t + absorbed + decode_time_s(batch.decode_seqs, dkv, h_tp, spec, hw, prof)
+        if spec.sparse_topk:  # one query a sequence scores all of its keys: pairs = keys
+            t = t + indexer_s(spec, dkv, dkv, batch.decode_seqs, hw)
     return t

@@ -13,49 +13,10 @@ from pathlib import Path
 from .formats import (CHECKPOINT_WEIGHTS, DTYPE_BYTES, EXPERTS_ONLY,  # noqa: F401 (re-export)
                       WEIGHT_CHOICES, config_weights)
 from .hfconfig import config_name, derived_max_model_len, spec_fields, text_config  # noqa: F401 (re-export)
+from .hfids import HF_IDS  # noqa: F401 (re-export)
 
 MODELS_DIR = Path(__file__).parent / "models"
 
-# Hugging Face ids of the bundled presets (matched case-insensitively, with or without -Instruct).
-HF_IDS = {
-    "meta-llama/llama-3.1-8b": "llama-3.1-8b",
-    # NVIDIA's ModelOpt FP8 quantisation of Llama-3.1-8B-Instruct (huggingface.co/nvidia/Llama-3.1-8B-Instruct-FP8):
-    # the same architecture, weights and activations in fp8; pass weights="fp8" (its rows' gemm_quant_mode says so)
-    "nvidia/llama-3.1-8b-instruct-fp8": "llama-3.1-8b",
-    "meta-llama/llama-3.1-70b": "llama-3.1-70b",
-    "meta-llama/llama-3.3-70b": "llama-3.3-70b",
-    "meta-llama/llama-3-70b": "llama-3.1-70b",  # same shapes as 3.1-70B (Flying Serving's model)
-    "meta-llama/llama-3.1-405b": "llama-3.1-405b",
-    "meta-llama/llama-2-13b-hf": "llama-2-13b",
-    "meta-llama/llama-2-13b": "llama-2-13b",
-    "meta-llama/llama-2-70b-hf": "llama-2-70b",
-    "meta-llama/llama-2-70b": "llama-2-70b",
-    "codellama/codellama-34b-hf": "codellama-34b",
-    "codellama/codellama-34b": "codellama-34b",
-    "qwen/qwen2.5-32b": "qwen2.5-32b",
-    "qwen/qwen2.5-72b": "qwen2.5-72b",
-    "qwen/qwen3-32b": "qwen3-32b",
-    "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
-    "meta-llama/llama-4-scout-17b-16e": "llama-4-scout-17b-16e",
-    "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b",
-    "mistralai/mixtral-8x7b": "mixtral-8x7b",
-    "openai/gpt-oss-120b": "gpt-oss-120b",
-    # qwen3-235b-a22b.json, minimax-m2.5.json: byte-identical copies of aiconfigurator's bundled
-    # Qwen--Qwen3-235B-A22B_config.json and MiniMaxAI--MiniMax-M2.5_config.json (ai-dynamo/aiconfigurator
-    # @095f58a5, aic-core/src/aiconfigurator_core/model_configs/). The -FP8 checkpoint has the same shapes
-    # (its config adds only quantization_config); pass weights="fp8" for its weight bytes.
-    "qwen/qwen3-235b-a22b": "qwen3-235b-a22b",
-    "qwen/qwen3-235b-a22b-fp8": "qwen3-235b-a22b",
-    "minimaxai/minimax-m2.5": "minimax-m2.5",
-    # deepseek-v3.json, deepseek-r1.json, kimi-k2.5.json: byte-identical copies of aiconfigurator's
-    # deepseek-ai--DeepSeek-V3_config.json, deepseek-ai--DeepSeek-R1_config.json and
-    # moonshotai--Kimi-K2.5_config.json (same commit and folder). DeepSeek's checkpoint is block-scaled fp8
-    # (one fp32 scale per 128x128 block: +0.02%, not counted): weights="fp8" gives its bytes. Kimi-K2.5's
-    # text_config (kimi_k2) is read, its vision tower not counted; its int4 routed experts are not modelled.
-    "deepseek-ai/deepseek-v3": "deepseek-v3",
-    "deepseek-ai/deepseek-r1": "deepseek-r1",
-    "moonshotai/kimi-k2.5": "kimi-k2.5",
-}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,6 +54,12 @@ class ModelSpec:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5; 0: dense): a lightning indexer (indexer_heads x
+    # indexer_head_dim, fp8) scores every cached key and each query attends to its top sparse_topk only.
+    # Costs: perfmodel/mla.py (indexer_s), docs/mla.md
+    sparse_topk: int = 0
+    indexer_heads: int = 0
+    indexer_head_dim: int = 0
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
 
@@ -206,7 +173,24 @@ class ModelSpec:
         if not self.is_mla:
             return 0
         d, qr, kvr = self.hidden_size, self.q_lora_rank, self.kv_lora_rank
-        return d * qr + qr + d * (kvr + self.qk_rope_head_dim) + kvr
+        return d * qr + qr + d * (kvr + self.qk_rope_head_dim) + kvr + self.indexer_params_per_layer
+
+    @property
+    def indexer_params_per_layer(self) -> int:
+        """DSA's lightning indexer, whole on every TP rank (SGLang 0.5.8 nsa_indexer.py:170-192: ReplicatedLinear
+        wq_b q_rank -> heads x dim, wk d -> dim, weights_proj d -> heads, a LayerNorm of dim); 0 without DSA."""
+        if not self.sparse_topk:
+            return 0
+        hi, di = self.indexer_heads, self.indexer_head_dim
+        return (self.q_lora_rank or self.hidden_size) * hi * di + self.hidden_size * (di + hi) + 2 * di
+
+    @property
+    def indexer_bytes_per_token_per_layer(self) -> float:
+        """DSA's cached indexer key of one token in one layer: index_head_dim fp8 bytes + one fp32 scale per 128
+        (SGLang 0.5.8 model_runner_kv_cache_mixin.py:70-79, NSATokenToKVPool.quant_block_size 128); 0 without."""
+        if not self.sparse_topk:
+            return 0.0
+        return float(self.indexer_head_dim + self.indexer_head_dim // 128 * 4)
 
     def ffn_params(self, width: int) -> int:
         """SwiGLU FFN: gate + up (d x f each) and down (f x d)."""
@@ -298,13 +282,14 @@ class ModelSpec:
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """KV of one token over all layers: L * kv_elems_per_token_per_layer * b_kv (full-attention
-        layers; sliding layers hold at most `sliding_window` tokens, see kv_bytes_for_context)."""
-        return float(self.num_layers * self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem)
+        """KV of one token over all layers: L * (kv_elems_per_token_per_layer * b_kv + DSA's indexer key)
+        (full-attention layers; sliding layers hold at most `sliding_window` tokens, see kv_bytes_for_context)."""
+        return float(self.num_layers * (self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem
+                                        + self.indexer_bytes_per_token_per_layer))
 
     def kv_bytes_for_context(self, context_len: float) -> float:
         """KV bytes of one sequence of `context_len` tokens (sliding layers capped at the window)."""
-        per_layer_tok = self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem
+        per_layer_tok = self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem + self.indexer_bytes_per_token_per_layer
         full = self.num_layers - self.num_sliding_layers
         win = min(context_len, self.sliding_window) if self.sliding_window else context_len
         return per_layer_tok * (full * context_len + self.num_sliding_layers * win)

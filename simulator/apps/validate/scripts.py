@@ -131,6 +131,12 @@ SCRIPTS = {
           32768, lambda c: 512 if (c.isl, c.osl) == (1024, 1024) else 256, memory_fraction=0.82,
           note="--cuda-graph-max-bs 512 / 256: SGLang's default capture sizes are replayed")
        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")},
+    ("h200", "sglang", "zhipuai/GLM-5", "glm5-hopper", "2026-03-18", "2026-04-30"): Launch(
+        "benchmarks/single_node/glm5_fp8_h200.sh @ ebb48d4bc (config glm5-fp8-h200-sglang, image "
+        "lmsysorg/sglang:glm5-hopper, zai-org/GLM-5-FP8; unchanged in its server flags at 7215f1f88): --tp-size $TP "
+        "--mem-fraction-static 0.85 (:29-39), nothing else: SGLang's defaults (its DSA models keep a bf16 KV cache "
+        "on Hopper: sglang 0.5.8 server_args.py:1160-1166)", memory_fraction=0.85,
+        note="the row names zhipuai/GLM-5: the script served zai-org/GLM-5-FP8 (same shapes, fp8 weights)"),
     # ---- H200, TRT-LLM
     ("h200", "trtllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h200_trt_slurm.sh @ 9596d23d7: trtllm-serve --max_num_tokens 16384 (:49), kv_cache_config "
