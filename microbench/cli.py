@@ -1,5 +1,6 @@
-"""`microbench`: measure GEMM, attention, collectives and copies; write measurement CSV rows that
-`perfmodel calibrate` reads, and an environment JSON beside them.
+"""`microbench`: measure GEMM, attention, collectives and copies, and the framework kernels of fused MoE and MLA
+decode; write measurement CSV rows that `perfmodel calibrate` reads, an environment JSON beside them, and the
+moe / mla rows as aiconfigurator-style kernel tables beside them (moe_perf_<fw>_<version>.csv, ...).
 
   microbench --suite all --device cpu --nproc 2 --quick --out cpu.csv
   microbench --suite gemm,memcpy --out h100.csv                      # one GPU
@@ -19,7 +20,7 @@ import socket
 import sys
 import time
 
-SUITES = ("gemm", "attention", "collectives", "memcpy")
+SUITES = ("gemm", "attention", "collectives", "memcpy", "moe", "mla")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -76,7 +77,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="microbench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", dest="suites", type=_suites, default=SUITES,
-                   help="all, or a comma list of gemm, attention, collectives, memcpy (default all)")
+                   help="all, or a comma list of gemm, attention, collectives, memcpy, moe (vLLM's fused MoE), "
+                        "mla (MLA decode: vLLM's FlashMLA, FlashMLA or FlashInfer) (default all)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available")
     p.add_argument("--nproc", type=int, default=None,
                    help="workers to spawn (default: GPUs on CUDA, 2 on CPU); ignored under torchrun")
@@ -131,19 +133,28 @@ def _spawned(rank: int, world: int, port: int, args) -> None:
         sys.exit(130)
 
 
-def _summary(args, wall_s: float) -> str:
+def _summary(args, wall_s: float, since: float = float("inf")) -> str:
     import csv
+    from pathlib import Path
+
+    from perfmodel.calibration.kernel_tables import table_of
 
     from .writer import env_path
 
-    try:
-        with open(args.out, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except FileNotFoundError:
-        rows = []
-    err = sum(1 for r in rows if r.get("error"))
-    return (f"microbench: {len(rows)} rows ({err} errors) in {args.out}, environment in "
-            f"{env_path(args.out)}; {wall_s:.1f} s")
+    def count(path) -> tuple[int, int]:
+        try:
+            with open(path, newline="") as f:
+                rows = list(csv.DictReader(f))
+        except FileNotFoundError:
+            rows = []
+        return len(rows), sum(1 for r in rows if r.get("error"))
+
+    n, err = count(args.out)
+    text = f"microbench: {n} rows ({err} errors) in {args.out}"
+    for t in sorted(Path(args.out).parent.glob("*.csv")):  # kernel tables this run wrote (moe / mla suites)
+        if table_of(t) and t.stat().st_mtime >= since:
+            text += ", {} rows ({} errors) in {}".format(*count(t), t)
+    return f"{text}, environment in {env_path(args.out)}; {wall_s:.1f} s"
 
 
 def main(argv=None) -> int:
@@ -195,7 +206,7 @@ def _main(argv=None) -> int:
             return 2
     if args.nproc is None:
         args.nproc = int(os.environ.get("WORLD_SIZE", 0)) or (_gpus() if args.device == "cuda" else 2)
-    t0 = time.perf_counter()
+    t0, since = time.perf_counter(), time.time() - 1.0  # (file times: a second's slack)
     try:
         if torchrun:
             from .runner import worker
@@ -214,7 +225,7 @@ def _main(argv=None) -> int:
     except Exception as e:  # noqa: BLE001 - a worker died (its traceback was printed by the worker)
         print(f"error: microbench worker failed: {e}", file=sys.stderr)
         return 1
-    print(_summary(args, time.perf_counter() - t0))
+    print(_summary(args, time.perf_counter() - t0, since))
     return 0
 
 

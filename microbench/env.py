@@ -4,6 +4,7 @@ lazily and only on CUDA: on CPU nothing here needs it."""
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import os
 import platform
 import socket
@@ -51,6 +52,15 @@ def versions(device: torch.device) -> dict:
             nccl = ""
     return {"torch_version": torch.__version__,
             "cuda_version": (torch.version.cuda or "") if device.type == "cuda" else "", "nccl_version": nccl}
+
+
+def dist_version(dist: str) -> str:
+    """An installed distribution's version, read without importing it (vllm, flashinfer-python), or
+    'not-installed' (the kernel tables' version column and file name)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not-installed"
 
 
 def hardware_preset(device: torch.device, name: str) -> str | None:

@@ -15,7 +15,7 @@ from . import env, writer
 from .shapes import group_sizes, sweep
 from .timing import cache_bytes
 
-SUITES = ("gemm", "attention", "collectives", "memcpy")
+SUITES = ("gemm", "attention", "collectives", "memcpy", "moe", "mla")
 LONG = datetime.timedelta(hours=24)  # how long ranks may wait while rank 0 times compute ops
 
 
@@ -67,9 +67,10 @@ class Ctx:
 
 
 def _suite(name: str):
-    from .suites import attention, collectives, gemm, memcpy
+    from .suites import attention, collectives, gemm, memcpy, mla, moe
 
-    return {"gemm": gemm, "attention": attention, "collectives": collectives, "memcpy": memcpy}[name]
+    return {"gemm": gemm, "attention": attention, "collectives": collectives, "memcpy": memcpy, "moe": moe,
+            "mla": mla}[name]
 
 
 def _init(rank: int, world: int, port: int | None, args) -> tuple[torch.device, str]:
@@ -130,15 +131,20 @@ def _resume_state(ctx) -> set:
     """Keys to skip (rank 0 reads the CSV; every rank gets the same set)."""
     skip: set = set()
     if ctx.rank == 0 and ctx.args.resume:
-        skip = writer.done_keys(ctx.args.out)
+        skip = writer.done_keys(ctx.args.out) | writer.table_done_keys(ctx.args.out)
         dead = writer.take_pending(ctx.args.out)
         if dead:  # the previous run died in this case: record it and do not try it again
+            table = dead.pop("_table", None)  # a kernel-table case (moe / mla suites)
             dead["error"] = "run died during this case (crash, NCCL timeout or OOM kill); skipped on resume"
             dead["timestamp"] = env.now()
-            for c in ("median_us", "p10_us", "p90_us", "achieved", "iterations"):
+            for c in ("median_us", "p10_us", "p90_us", "achieved", "iterations", "latency", "p10_ms", "p90_ms"):
                 dead.pop(c, None)
-            writer.write_rows(ctx.args.out, [dead])
-            skip.add(writer.row_key(dead))
+            if table:
+                writer.write_table_row(ctx.args.out, table, dead)
+                skip.add(writer.table_key(table, dead))
+            else:
+                writer.write_rows(ctx.args.out, [dead])
+                skip.add(writer.row_key(dead))
     box = [skip]
     dist.broadcast_object_list(box, src=0, group=ctx.ctrl)
     return box[0]
@@ -164,7 +170,7 @@ def run_cases(ctx, suites, skip: set) -> int:
     plan = [(name, _suite(name), case) for name in suites for case in _suite(name).cases(ctx)]
     bar = tqdm(total=len(plan), desc="microbench", unit="case", file=sys.stderr,
                disable=ctx.rank != 0 or ctx.args.no_progress, dynamic_ncols=True)
-    errors, current, unspin = 0, None, None
+    errors, current, unspin, started = 0, None, None, set()
     try:
         for name, mod, case in plan:
             if name != current:
@@ -179,16 +185,21 @@ def run_cases(ctx, suites, skip: set) -> int:
                 bar.set_description(f"microbench {name}")
             if mod.RANKS == "zero" and ctx.rank != 0:
                 continue
-            row = {**ctx.common, **{k: v for k, v in case.items() if not k.startswith("_")}}
-            if writer.is_done(row, skip):
+            row = {**_common(ctx, mod.TABLE), **{k: v for k, v in case.items() if not k.startswith("_")}}
+            if writer.is_done(row, skip, mod.TABLE):
                 bar.update()
                 continue
             if ctx.rank == 0:
-                writer.mark_pending(ctx.args.out, row)
+                writer.mark_pending(ctx.args.out, row, mod.TABLE)
             errors += not _measure(ctx, mod, case, row)
             row["timestamp"] = env.now()
-            if ctx.rank == 0:
+            if ctx.rank == 0 and mod.TABLE:  # moe / mla: aiconfigurator's columns, a file per table and version
+                path = writer.table_path(ctx.args.out, mod.TABLE, row)
+                writer.write_table_row(ctx.args.out, mod.TABLE, row, fresh=not ctx.args.resume and path not in started)
+                started.add(path)
+            elif ctx.rank == 0:
                 writer.write_rows(ctx.args.out, [row])
+            if ctx.rank == 0:
                 writer.clear_pending(ctx.args.out)
             bar.update()
         if current and _suite(current).RANKS == "zero":
@@ -198,6 +209,11 @@ def run_cases(ctx, suites, skip: set) -> int:
             unspin()
         bar.close()
     return errors
+
+
+def _common(ctx, table: str | None) -> dict:
+    """The columns every row of a suite gets from the run: device and versions (a kernel table has no NCCL column)."""
+    return {k: v for k, v in ctx.common.items() if k != "nccl_version"} if table else ctx.common
 
 
 def _isolate(ctx):

@@ -5,6 +5,8 @@ GEMM convention (docs/measurements.md): C[m,n] = A[m,k] @ W[k,n], m = tokens.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 # what the gemm suite can run (--dtypes); nvfp4: W4A4 on fp4 tensor cores (compute capability 10.x only)
 GEMM_DTYPES = ("bf16", "fp16", "fp32", "fp8", "nvfp4")
 
@@ -19,6 +21,8 @@ SWEEPS = {
         decode=((1, 512), (1, 2048), (8, 256), (8, 1024), (32, 512), (32, 2048)),
         msg=(1 << 10, 64 << 20, 2), copy=(4 << 10, 64 << 20, 2),
         ulysses_tokens=(256, 1024, 4096), cas_tokens=(1, 16, 256),
+        moe_models=("qwen3-30b-a3b",), moe_dtypes=("bfloat16",), moe_tokens=(1, 2, 16), moe_tp=(1,), moe_ep=(),
+        moe_routings=("power_law_1.2",), mla_heads=(16,), mla_batch=(1,), mla_kv=(512,), mla_kv_dtypes=("bfloat16",),
         warmup=2, repeats=9, min_sample_s=2e-3, coll_min_sample_s=0.0, coll_budget_s=0.25, coll_max_repeats=60,
         attempts=3, max_spread=1.5, coll_max_spread=2.5),
     ("cpu", False): dict(
@@ -29,6 +33,8 @@ SWEEPS = {
         decode=tuple((b, kv) for b in (1, 8, 32) for kv in (256, 1024, 4096)),
         msg=(1 << 10, 256 << 20, 2), copy=(4 << 10, 256 << 20, 2),
         ulysses_tokens=(256, 1024, 4096, 16384), cas_tokens=(1, 4, 16, 64, 256),
+        moe_models=("qwen3-30b-a3b",), moe_dtypes=("bfloat16",), moe_tokens=(1, 2, 16), moe_tp=(1,), moe_ep=(),
+        moe_routings=("power_law_1.2",), mla_heads=(16,), mla_batch=(1,), mla_kv=(512,), mla_kv_dtypes=("bfloat16",),
         warmup=3, repeats=25, min_sample_s=5e-3, coll_min_sample_s=0.0, coll_budget_s=1.0, coll_max_repeats=200,
         attempts=3, max_spread=1.5, coll_max_spread=2.5),
     ("cuda", True): dict(
@@ -39,6 +45,9 @@ SWEEPS = {
         decode=((1, 4096), (16, 4096), (64, 2048), (128, 8192)),
         msg=(1 << 10, 1 << 30, 4), copy=(1 << 10, 1 << 30, 4),
         ulysses_tokens=(1024, 8192, 32768), cas_tokens=(1, 16, 256),
+        moe_models=("qwen3-30b-a3b",), moe_dtypes=("bfloat16", "fp8_block"), moe_tokens=(1, 2, 8, 64, 512, 4096),
+        moe_tp=(1, 4), moe_ep=(4, 8), moe_routings=("power_law_1.2", "power_law_1.01"),
+        mla_heads=(16, 128), mla_batch=(1, 16, 128), mla_kv=(1024, 8192), mla_kv_dtypes=("bfloat16",),
         warmup=5, repeats=20, min_sample_s=1e-3, coll_min_sample_s=1e-3, coll_budget_s=0.2, coll_max_repeats=100,
         attempts=2, max_spread=1.3, coll_max_spread=2.0),
     ("cuda", False): dict(
@@ -49,6 +58,12 @@ SWEEPS = {
         decode=tuple((b, kv) for b in (1, 4, 16, 64, 256) for kv in (512, 2048, 8192, 32768, 131072)),
         msg=(1 << 10, 1 << 30, 2), copy=(4 << 10, 1 << 30, 2),
         ulysses_tokens=(1024, 4096, 16384, 65536), cas_tokens=(1, 4, 16, 64, 256, 1024),
+        moe_models=("qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "minimax-m2.5", "deepseek-v3"),
+        moe_dtypes=("bfloat16", "fp8_block"),
+        moe_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384),
+        moe_tp=(1, 2, 4, 8), moe_ep=(2, 4, 8, 16, 32), moe_routings=("power_law_1.2", "power_law_1.01"),
+        mla_heads=(16, 32, 64, 128), mla_batch=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+        mla_kv=(128, 512, 2048, 8192, 32768, 131072), mla_kv_dtypes=("bfloat16",),
         warmup=10, repeats=50, min_sample_s=1e-3, coll_min_sample_s=1e-3, coll_budget_s=0.5, coll_max_repeats=200,
         attempts=2, max_spread=1.3, coll_max_spread=2.0),
 }
@@ -159,3 +174,44 @@ def ulysses_heads(spec, sp: int) -> tuple[int, int]:
 def sidp_layer_bytes(spec, elem_bytes: int = 2) -> int:
     """Bytes of one dense FFN layer's weights (gate, up, down: 3 * d * f) that SiDP fetches."""
     return 3 * spec.hidden_size * spec.dense_ffn_width * elem_bytes
+
+
+class MoeShape(NamedTuple):
+    """One MoE layer's shape and the model it is taken from (aiconfigurator's moe_perf key columns)."""
+
+    model: str
+    hidden_size: int
+    inter_size: int  # moe_intermediate_size: one expert's FFN width
+    num_experts: int
+    topk: int
+
+
+def moe_shapes(specs) -> list[MoeShape]:
+    """The MoE layer shapes of the models among `specs`, unique by shape, in order (the moe suite: --model's
+    first, then the sweep's moe_models)."""
+    out, seen = [], set()
+    for s in specs:
+        shape = MoeShape(s.name, s.hidden_size, s.intermediate_size, s.num_experts, s.experts_per_token)
+        if s.num_experts and shape[1:] not in seen:  # (shape[1:]: the layer without its model's name)
+            seen.add(shape[1:])
+            out.append(shape)
+    return out
+
+
+def moe_splits(tps, eps) -> list[tuple[int, int]]:
+    """(moe_tp, moe_ep) of one GPU's MoE layer: experts TP-sharded (tp, 1), or split over EP ranks at full
+    width (1, ep); never both (vLLM's fused MoE runs one or the other, as aiconfigurator's vLLM tables)."""
+    return [(tp, 1) for tp in tps] + [(1, ep) for ep in eps if ep > 1]
+
+
+def routing_alpha(distribution: str) -> float | None:
+    """'power_law_1.2' -> 1.2 (aiconfigurator's routing-skew names); 'balanced' -> None; ValueError otherwise."""
+    if distribution == "balanced":
+        return None
+    head, _, alpha = distribution.rpartition("_")
+    try:
+        if head == "power_law" and float(alpha) > 0 and float(alpha) != 1.0:
+            return float(alpha)
+    except ValueError:
+        pass
+    raise ValueError(f"routing {distribution!r}: use 'balanced' or 'power_law_<alpha>' (alpha > 0, != 1)")

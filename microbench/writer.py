@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+from perfmodel.calibration import kernel_tables as kt
 from perfmodel.measurements import COLUMNS, append_rows, empty_row
 
 # The columns that identify a case: a row with the same values is the same measurement. `nodes` is one:
@@ -28,10 +29,52 @@ def row_key(row: dict) -> tuple:
     return tuple(_norm(row.get(c, "")) for c in KEY_COLUMNS)
 
 
-def is_done(row: dict, skip: set) -> bool:
+def is_done(row: dict, skip: set, table: str | None = None) -> bool:
     """Whether `row`'s case is in `skip` (done_keys): its own key, or the key with `nodes` blank (a row of
-    a file written before the column existed, whose header has no `nodes`: resumed as before)."""
+    a file written before the column existed, whose header has no `nodes`: resumed as before); a kernel-table
+    row (`table`: moe / mla suites) by table_key."""
+    if table:
+        return table_key(table, row) in skip
     return row_key(row) in skip or row_key(dict(row, nodes="")) in skip
+
+
+def table_key(table: str, row: dict) -> tuple:
+    """The identity of a kernel-table row (kernel_tables.KEY_COLUMNS), prefixed by its table."""
+    return (table, *(_norm(row.get(c, "")) for c in kt.KEY_COLUMNS[table]))
+
+
+def table_path(out, table: str, row: dict) -> Path:
+    """Where a kernel-table row goes: <folder of --out>/<table>_<framework>_<version>.csv."""
+    return Path(out).with_name(kt.file_name(table, str(row["framework"]), str(row["version"])))
+
+
+def write_table_row(out, table: str, row: dict, fresh: bool = False) -> Path:
+    """Append one row to its kernel-table file (header first when new; `fresh`: start the file afresh);
+    unknown columns raise ValueError. Returns the file."""
+    bad = sorted(set(row) - set(kt.COLUMNS[table]))
+    if bad:
+        raise ValueError(f"unknown {table} column(s): {', '.join(bad)}")
+    path = table_path(out, table, row)
+    if fresh:
+        path.unlink(missing_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(kt.COLUMNS[table]))
+        if new:
+            w.writeheader()
+        w.writerow({c: _cell(row.get(c, "")) for c in kt.COLUMNS[table]})
+    return path
+
+
+def table_done_keys(out) -> set:
+    """Keys of the kernel-table rows beside `out` measured without error (what --resume skips)."""
+    keys = set()
+    for table in kt.COLUMNS:
+        for f in sorted(Path(out).parent.glob(f"{table}_*.csv")):
+            with f.open(newline="") as fh:
+                keys |= {table_key(table, r) for r in csv.DictReader(fh)
+                         if not r.get("error", "").strip() and r.get("latency", "").strip()}
+    return keys
 
 
 def done_keys(path) -> set:
@@ -60,9 +103,12 @@ def pending_path(path) -> Path:
     return path.with_name(path.stem + ".pending.json")
 
 
-def mark_pending(path, row: dict) -> None:
-    """Note the case about to run, so that a run killed by it (NCCL timeout, crash) is recorded."""
-    pending_path(path).write_text(json.dumps({c: str(row.get(c, "")) for c in COLUMNS if row.get(c, "") != ""}))
+def mark_pending(path, row: dict, table: str | None = None) -> None:
+    """Note the case about to run, so that a run killed by it (NCCL timeout, crash) is recorded; a kernel-table
+    row (`table`) with its table's columns and the table's name under "_table"."""
+    cols = kt.COLUMNS[table] if table else COLUMNS
+    rec = {c: str(row.get(c, "")) for c in cols if row.get(c, "") != ""}
+    pending_path(path).write_text(json.dumps({**rec, "_table": table} if table else rec))
 
 
 def clear_pending(path) -> None:

@@ -90,8 +90,20 @@ def test_environment_record(run2):
     rec = runs[-1]
     assert rec["world_size"] == 2 and rec["device_type"] == "cpu" and rec["cpu_model"]
     assert rec["torch_threads_per_rank"] >= 1 and rec["model"] == "tiny" and rec["hardware_preset"] == "cpu"
-    assert rec["suites"] == ["gemm", "attention", "collectives", "memcpy"] and rec["error_rows"] >= 2
+    assert rec["suites"] == ["gemm", "attention", "collectives", "memcpy", "moe", "mla"] and rec["error_rows"] >= 4
     assert not writer.pending_path(run2).exists()
+
+
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
+def test_moe_and_mla_on_cpu_are_one_error_row_each_in_their_tables(run2):
+    """No CUDA (and no vLLM) here: each kernel table beside --out holds one error row; the measurement CSV none."""
+    from perfmodel.calibration import kernel_tables as kt
+
+    for table, text in ((kt.MOE, "fused MoE needs a CUDA GPU"), (kt.MLA, "MLA decode needs a CUDA GPU")):
+        (path,) = run2.parent.glob(f"{table}_*.csv")
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        assert tuple(df.columns) == kt.COLUMNS[table] and len(df) == 1 and text in df.error.iloc[0]
+    assert not read_measurements(run2).op.isin(["moe", "mla_generation"]).any()
 
 
 @pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it

@@ -13,6 +13,7 @@ from .. import timing
 from ..shapes import attention_shapes
 
 RANKS = "zero"
+TABLE = None  # rows go to the measurement CSV (--out), in perfmodel.measurements' columns
 TOL = 2e-2  # bf16 inputs and output; fp32 softmax accumulation inside the kernels
 CHECK_ROWS = 64  # query positions compared with the float64 reference
 

@@ -15,6 +15,7 @@ from ..writer import CaseError, error_text
 from . import patterns
 
 RANKS = "all"
+TABLE = None  # rows go to the measurement CSV (--out), in perfmodel.measurements' columns
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast")
 DTYPE, ELEM = torch.bfloat16, 2
 PERIOD = 7 * 64  # check data tile (a multiple of 7)

@@ -10,6 +10,7 @@ from .. import nvfp4, timing
 from ..shapes import GEMM_DTYPES, gemm_shapes
 
 RANKS = "zero"  # single-device op: rank 0 times it while the other ranks wait
+TABLE = None  # rows go to the measurement CSV (--out), in perfmodel.measurements' columns
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
                 "fp8": getattr(torch, "float8_e4m3fn", None), "nvfp4": nvfp4.FP4}
 assert tuple(TORCH_DTYPES) == GEMM_DTYPES

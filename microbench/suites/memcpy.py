@@ -12,6 +12,7 @@ from .. import timing
 from ..shapes import geometric
 
 RANKS = "zero"
+TABLE = None  # rows go to the measurement CSV (--out), in perfmodel.measurements' columns
 DTYPE, ELEM = torch.bfloat16, 2
 MAX_SETS = 1 << 14  # small copies: many small views so that a pass still exceeds the cache
 

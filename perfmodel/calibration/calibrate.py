@@ -16,7 +16,7 @@ import pandas as pd
 from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
-from . import mla_decode, moe, moe_sources, split
+from . import measured, mla_decode, moe, moe_sources, split
 from .coverage import EXTRA
 from .device import check_devices
 from .profile import FORMAT, PROFILE_DIR, from_dict
@@ -91,7 +91,7 @@ def _errors(kind, df, prof, held) -> dict:
 
 def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, command: str = "",
               progress=None, allow_device_mismatch: bool = False, extra_dirs: dict | None = None,
-              records: dict | None = None) -> dict:
+              records: dict | None = None, tables: measured.Tables | None = None) -> dict:
     """The profile dict fitted on `meas` (readers.Measurements): on the fit split ("fit", the
     default: validate then reports held-out error) or on every row ("all"). `progress`, if given,
     is called as progress(stage, done, total) before each stage (one per op kind fitted, then
@@ -100,10 +100,13 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
     adds the `mla_decode` and `moe` sections (add_extra_sections below; calibration/coverage.py), looking for
     their tables in `extra_dirs` first (folder -> the name the profile records it by: aiconfigurator's
     systems/data/<gpu>/ in the installed package), then beside the measurements; `records`: more provenance
-    entries (e.g. "aiconfigurator": what came from that package, aiconfigurator.provenance)."""
+    entries (e.g. "aiconfigurator": what came from that package, aiconfigurator.provenance); `tables`: kernel
+    tables measured on the node (measured.read_tables: microbench's moe / mla suites), which those sections are
+    fitted on first, their files device-checked and recorded like the measurements'."""
     if split_mode not in ("fit", "all"):
         raise ValueError(f"--split {split_mode!r}: choose fit or all")
-    device_check = check_devices(meas.sources, hw, allow_device_mismatch)
+    sources = [*meas.sources, *(tables.sources if tables else ())]
+    device_check = check_devices(sources, hw, allow_device_mismatch)
     roof = roofline_of(hw, fp4_rows=bool((meas.frame("gemm").dtype == "fp4").any()))
     d = {"format": FORMAT, "name": name or hw.name, "hardware": hw.name, "roofline": roof}
     held = {}
@@ -127,7 +130,7 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         raise ValueError("no measurement rows to fit (gemm, attention, collective or memcpy rows)")
     extra_dirs = {str(k): v for k, v in (extra_dirs or {}).items()}
     extra = add_extra_sections(d, [*extra_dirs, *sorted({src["dir"] for src in meas.sources})], hw,
-                               "mismatch" not in device_check)
+                               "mismatch" not in device_check, tables)
     for key, how in extra.items():  # a folder fitted from by its recorded name; the section's own source record
         for folder, name in extra_dirs.items():  # keeps the code it follows at its commit and names the data
             if how.startswith(f"fitted on {folder}"):
@@ -144,8 +147,8 @@ def calibrate(meas, hw, split_mode: str = "fit", name: str | None = None, comman
         "tool": "perfmodel calibrate (perfmodel/calibration)",
         "command": command,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "sources": list(meas.sources),
-        "rows_skipped": meas.skipped,
+        "sources": sources,
+        "rows_skipped": {**meas.skipped, **(tables.skipped if tables else {})},
         "split": {"fit_on": split_mode, "rule": split.RULE},
         "fits": {k: v for k, v in FORMS.items() if k in d or (k == "collectives_multinode" and _multinode(d))},
         "fit_error": errors,
@@ -248,18 +251,25 @@ def newest_moe_in(dirs) -> tuple:
     return None, {}
 
 
-def add_extra_sections(d: dict, dirs, hw, copy: bool = True) -> dict:
-    """Add `mla_decode` and `moe` to the profile dict `d` being written (fit on the pinned tables, else copy
+def add_extra_sections(d: dict, dirs, hw, copy: bool = True, tables: measured.Tables | None = None) -> dict:
+    """Add `mla_decode` and `moe` to the profile dict `d` being written (fit on kernel tables measured on the node,
+    `tables`, where they hold rows for it; else on the pinned tables, else copy
     unless not `copy`: measurements of other hardware; else, for `moe`, fit on each framework's newest
     tables: a GPU with neither, such as a Blackwell system); returns the provenance record: section -> how
     it was made or why it is missing. The order keeps the H100 section as shipped (its package folder lacks
     a pinned version, the bundled section was fitted on them)."""
-    found, how = tables_in(dirs), {}
+    found, how, unused = tables_in(dirs), {}, {}
     newest_dir, newest = (None, {}) if "moe" in found else newest_moe_in(dirs)
     bundled = PROFILE_DIR / f"{getattr(hw, 'profile', '') or hw.name}.json"
     ship = json.loads(bundled.read_text()) if bundled.is_file() else {}
     same = ship.get("hardware") == hw.name and "derived_from" not in ship
     for key in EXTRA:
+        if key in measured.sections(tables):
+            section, text = measured.fit(key, tables, d, hw)
+            if section is not None:
+                d[key], how[key] = section, text
+                continue
+            unused[key] = text
         if key in found:
             d[key] = (mla_decode.fit(found[key], d["roofline"], hw.name) if key == "mla_decode"
                       else moe.fit(found[key], hw, from_dict(d), hw.name))  # before moe: the formula's denominator
@@ -275,7 +285,7 @@ def add_extra_sections(d: dict, dirs, hw, copy: bool = True) -> dict:
         else:
             why = "" if copy else " (not copied: the measurements are of other hardware)"
             how[key] = f"missing: no {FALLBACK_SRC[key]} in the measurements and no bundled {hw.name} section{why}"
-    return how
+    return {k: v + (f"; measured kernel tables not used: {unused[k]}" if k in unused else "") for k, v in how.items()}
 
 
 FALLBACK_SRC = {"moe": "<dir>/moe/<backend>/<version>/moe_perf.parquet",

@@ -13,6 +13,7 @@ from tqdm import tqdm
 from ..cliutil import DefaultsHelp, atomic_write_text, check_writable, run_cli
 from ..hardware import load_hardware
 from . import aiconfigurator as aic
+from . import kernel_tables, measured
 from .args import add_calibrate_args, add_validate_args
 from .calibrate import calibrate, derive, dumps
 from .coverage import caveats
@@ -44,13 +45,21 @@ def calibrate_main(args, out=None) -> int:
                 raise ValueError("--measurements or --from-aiconfigurator SYSTEM is required (or --derive-from PROFILE)")
             system = args.from_aiconfigurator
             with _progress_bar() as bar:
-                meas = (read_measurements_any(args.measurements) if args.measurements
+                # microbench's kernel tables (moe_perf_*.csv, generation_mla_perf_*.csv) named in or lying beside
+                # the measurements fit the moe / mla_decode sections; the rest are the measurement CSVs
+                rest, named = kernel_tables.split_paths(args.measurements or [])
+                if args.measurements and not rest:
+                    raise ValueError("--measurements names kernel tables only; the fits need the GEMM / attention / "
+                                     "collective measurements too (microbench's --out CSV, or their folder)")
+                tables = measured.read_tables(kernel_tables.find([*rest, *named])) if args.measurements else None
+                meas = (read_measurements_any(rest) if args.measurements
                         else aic.read_system(system, args.aic_framework))
                 extra = {aic.system_dir(system): aic.label(system)} if system else {}
                 records = {"aiconfigurator": aic.provenance(system, args.aic_framework, not args.measurements)
                            } if system else {}
                 d = calibrate(meas, hw, args.split, name, _command(args), progress=bar,
-                              allow_device_mismatch=args.allow_device_mismatch, extra_dirs=extra, records=records)
+                              allow_device_mismatch=args.allow_device_mismatch, extra_dirs=extra, records=records,
+                              tables=tables)
         atomic_write_text(args.out, dumps(d) + "\n")
     except (ValueError, FileNotFoundError, KeyError) as e:
         return _fail(e)

@@ -1,11 +1,12 @@
 """What a profile covers, and what a run falls back to where it does not (issue 33: a user-made H100
 profile without the bundled `moe` / `mla_decode` sections doubled EP throughput, silently).
 
-`calibrate` (calibrate.add_extra_sections) fits the `moe` and `mla_decode` sections where their aiconfigurator tables lie beside the
-measurements (<dir>/moe/<backend>/<version>/moe_perf.parquet, <dir>/mla/trtllm/1.3.0rc20/
-generation_mla_perf.parquet: the layout of aiconfigurator's systems/data/<gpu>/), else copies them from the
-bundled profile measured on the same hardware (perfmodel/profiles/<hw>.json, not a derived one), else
-leaves them out; `caveats` names every section a profile lacks and what the run then uses instead.
+`calibrate` (calibrate.add_extra_sections) fits the `moe` and `mla_decode` sections on the node's own kernel
+tables (microbench's moe / mla suites: calibration/measured.py) where the measurements have them, else where
+their aiconfigurator tables lie beside the measurements (<dir>/moe/<backend>/<version>/moe_perf.parquet,
+<dir>/mla/trtllm/1.3.0rc20/generation_mla_perf.parquet: the layout of aiconfigurator's systems/data/<gpu>/),
+else copies them from the bundled profile measured on the same hardware (perfmodel/profiles/<hw>.json, not a
+derived one), else leaves them out; `caveats` names every section a profile lacks and what the run then uses instead.
 """
 from __future__ import annotations
 

@@ -41,22 +41,28 @@ CHECK_SOURCE = ("sglang", "0.5.9")
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 
 
-def frame(path: Path, kv_dtype: str):
-    """Decode rows of one table and KV dtype in attention.fit_decode's columns (kv_heads 1: one latent)."""
-    d = pd.read_parquet(path)
+def frame(path, kv_dtype: str):
+    """Decode rows of one table (a parquet file, or its rows) and KV dtype in attention.fit_decode's columns
+    (kv_heads 1: one latent)."""
+    d = path if isinstance(path, pd.DataFrame) else pd.read_parquet(path)
     d = d[d.kv_cache_dtype.map(KV_DTYPES) == kv_dtype]
     return pd.DataFrame({"batch": d.batch_size.to_numpy(dtype=float), "kv_len": (d.isl + d.step).to_numpy(dtype=float),
                          "heads": d.num_heads.to_numpy(dtype=float), "kv_heads": 1.0,
                          "head_dim": equiv_head_dim(kv_dtype), "t_us": d.latency.to_numpy(dtype=float) * 1e3})
 
 
-def fit(data_dir: Path, roof: dict, system: str = "h100_sxm") -> dict:
-    """The profile's `mla_decode` section: one decode table per KV dtype, fitted on FIT_SOURCE's rows."""
+def fit(data_dir: Path | None, roof: dict, system: str = "h100_sxm", rows=None) -> dict:
+    """The profile's `mla_decode` section: one decode table per KV dtype, fitted on FIT_SOURCE's rows; `rows`
+    (a generation_mla_perf frame measured on the node, calibration/measured.py) instead: a table per KV dtype
+    they hold."""
     backend, version = FIT_SOURCE
-    path = data_dir / backend / version / "generation_mla_perf.parquet"
+    path = data_dir / backend / version / "generation_mla_perf.parquet" if rows is None else rows
     tables = {}
     for kv in ("bf16", "fp8"):
-        (tab,) = att.fit_decode(frame(path, kv), roof).values()
+        f = frame(path, kv)
+        if rows is not None and f.empty:
+            continue
+        (tab,) = att.fit_decode(f, roof).values()
         tables[kv] = tab
     return {"method": "attention.fit_decode on the latent as one KV head of head_dim latent x bytes / "
                       "attention.KV_BYTES; one table per KV dtype (calibration/mla_decode.py)",

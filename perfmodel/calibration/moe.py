@@ -103,9 +103,13 @@ def family_floor_ms(data_dir, fw: str, src: tuple, routing: str, hw, prof, sourc
     return floor_intercept_ms(with_formula(d, key.split("_marlin")[0], hw, prof, False))
 
 
-def read_rows(data_dir: Path, backend: str, version: str, data_dtype: str, kernel: str | None = None,
+def read_rows(data_dir, backend: str, version: str, data_dtype: str, kernel: str | None = None,
               routing: str = ROUTINGS[0]):
-    d = pd.read_parquet(Path(data_dir) / backend / version / "moe_perf.parquet")
+    """One table's rows of a quant mode and routing skew, at MoE-TP or EP alone. `data_dir`: a folder of
+    <backend>/<version>/moe_perf.parquet, or {(backend, version): rows} (tables measured on the node by
+    microbench, calibration/measured.py)."""
+    d = (data_dir[(backend, version)] if isinstance(data_dir, dict)
+         else pd.read_parquet(Path(data_dir) / backend / version / "moe_perf.parquet"))
     d = d[(d.moe_dtype == data_dtype) & (d.distribution == routing)
           & ((d.moe_tp_size == 1) | (d.moe_ep_size == 1))]
     if kernel:
