@@ -230,3 +230,23 @@ def test_blackwell_nvfp4_gemm_and_moe_rows_become_fp4_tables(tmp_path, monkeypat
     assert prof.moe_factor("vllm", "nvfp4", "ep", 4, m_e) is not None
     assert prof.moe_factor("trtllm", "mxfp4", "tp", 2, m_e) is not None
     assert prof.moe_factor("trtllm", "bf16", "tp", 2, m_e) is None  # no bfloat16 rows in the fake: no table
+
+
+@pytest.mark.slow  # two fits, ~10 s
+@needs_package
+@pytest.mark.parametrize("name", ["h100_sxm", "h200_sxm"])
+def test_bundled_profiles_are_what_their_command_writes(name, shared, tmp_path, monkeypatch):
+    """A bundled profile is reproducible: its recorded command, rerun, writes the same sections. Regression: the
+    glm-5 preset (its MoE shape is one the H200 tables measured) left h200_sxm.json without that shape's table."""
+    from perfmodel.calibration.profile import PROFILE_DIR
+
+    bundled = json.loads((PROFILE_DIR / f"{name}.json").read_text())
+    args = bundled["provenance"]["command"].split()[1:]  # (after "perfmodel")
+    out = tmp_path / f"{name}.json"
+    args[args.index("--out") + 1] = str(out)
+    args[args.index("--measurements") + 1] = str(shared / "data/calibration" / name)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(args) == 0
+    fresh = json.loads(out.read_text())
+    for key in sorted((set(bundled) | set(fresh)) - {"provenance", "name"}):
+        assert fresh.get(key) == bundled.get(key), f"{name}: section {key!r} is stale; rerun its command"
