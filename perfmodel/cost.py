@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from . import mla, ops
+from . import linear_attn, mla, ops
 from .batch import StepBatch, micro_batch
 from .calibration.moe_shapes import shape_key
 from .comm import ep_replicated, padded_tokens, placed, step_calls
@@ -121,8 +121,12 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, r
     else:
         q_tp = spec.num_heads // tp * dh
         kv_tp = max(1, spec.num_kv_heads // tp) * dh
-        gemm = (ops.gemm_time_s(n_loc, q_tp + 2 * kv_tp, d, wa, hw, prof)
+        gate = q_tp if spec.attn_output_gate else 0  # (Qwen3-Next / 3.5: q_proj also emits the output gate)
+        gemm = (ops.gemm_time_s(n_loc, q_tp + gate + 2 * kv_tp, d, wa, hw, prof)
                 + ops.gemm_time_s(n_loc, d, q_tp, wo, hw, prof))
+        if spec.num_linear_layers:  # hybrid: the mean over the full and the Gated DeltaNet layers
+            lin = linear_attn.proj_gemm_s(spec, tp, n_loc, hw, prof)
+            gemm = (gemm * spec.num_kv_layers + lin * spec.num_linear_layers) / spec.num_layers
     if moe:
         gemm = gemm + ops.gemm_time_s(n_loc, spec.num_experts, d, "bf16", hw, prof)  # router
         if routed:
@@ -167,6 +171,9 @@ def _layer_attention_s(spec, layout, hw, batch: StepBatch, prof):
         t = t + ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
     if _any(batch.decode_seqs):
         t = t + ops.attn_decode_time_s(batch.decode_seqs, dkv, heads, kvh, dh, spec.kv_dtype, hw, prof)
+    if spec.num_linear_layers:  # hybrid: the mean over the full and the Gated DeltaNet layers
+        lin = linear_attn.attention_s(spec, shards, batch.prefill_tokens, batch.prefill_seqs, batch.decode_seqs, hw)
+        t = (t * spec.num_kv_layers + lin * spec.num_linear_layers) / spec.num_layers
     return t
 
 

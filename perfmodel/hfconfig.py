@@ -18,7 +18,11 @@ DEFAULT_MAX_MODEL_LEN = 2048  # vLLM's assumption (with a warning) when a config
 # perfmodel/mla.py, docs/mla.md). q_lora_rank may be null (DeepSeek-V2-Lite: q projected directly).
 MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 MLA_NEEDED = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-LAYER_TYPES = ("full_attention", "sliding_attention")
+LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
+# Hybrid linear attention (Qwen3-Next, Qwen3.5: Gated DeltaNet layers between gated full-attention ones): the
+# families whose `linear_*` fields are read (linear_fields); `mamba_ssm_dtype` -> bytes of the recurrent state
+LINEAR_FAMILIES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_text")
+SSM_DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 # MoE families whose every decoder layer is MoE with no shared expert (HF modeling_*.py). MiniMax-M2
 # (M2, M2.1, M2.5): Mixtral's layout with sigmoid routing; its per-expert width is `intermediate_size`,
 # its expert count `num_local_experts`; the e_score_correction_bias (one float per expert), the per-layer
@@ -88,6 +92,35 @@ def mla_fields(cfg: dict) -> dict:
                 head_dim=nope + rope, num_kv_heads=int(cfg["num_attention_heads"]))
 
 
+def linear_fields(cfg: dict, mt: str, layers: int, name: str) -> dict:
+    """ModelSpec hybrid-linear-attention fields: which layers are Gated DeltaNet (`layer_types` "linear_attention",
+    else every layer but each full_attention_interval-th, HF Qwen3NextConfig) and their head shapes; {} for a
+    config without linear layers. Linear layers of another family are refused with the field named."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        n_lin = types.count("linear_attention")
+    elif cfg.get("full_attention_interval") and mt in LINEAR_FAMILIES:
+        k = int(cfg["full_attention_interval"])
+        n_lin = sum(1 for i in range(layers) if (i + 1) % k)
+    else:
+        n_lin = 0
+    if not n_lin:
+        return {}
+    if mt not in LINEAR_FAMILIES:
+        raise ValueError(f"{name}: layer_types ['linear_attention'] of model_type {mt!r} not modelled (only the "
+                         f"Gated DeltaNet of {', '.join(LINEAR_FAMILIES)})")
+    try:
+        f = dict(num_linear_layers=n_lin, linear_key_heads=int(cfg["linear_num_key_heads"]),
+                 linear_value_heads=int(cfg["linear_num_value_heads"]), linear_key_dim=int(cfg["linear_key_head_dim"]),
+                 linear_value_dim=int(cfg["linear_value_head_dim"]), linear_conv_kernel=int(cfg["linear_conv_kernel_dim"]))
+    except KeyError as e:
+        raise ValueError(f"{name}: linear-attention config lacks {e.args[0]!r}") from None
+    dtype = str(cfg.get("mamba_ssm_dtype") or "float32")
+    if dtype not in SSM_DTYPE_BYTES:
+        raise ValueError(f"{name}: mamba_ssm_dtype={dtype!r} not one of {sorted(SSM_DTYPE_BYTES)}")
+    return {**f, "linear_state_bytes": SSM_DTYPE_BYTES[dtype]}
+
+
 def dsa_fields(cfg: dict, name: str) -> dict:
     """ModelSpec DeepSeek-sparse-attention fields (DeepSeek-V3.2, GLM-5: `index_topk` keys per query picked by
     a lightning indexer of `index_n_heads` x `index_head_dim`); {} without it. DSA is read on MLA only (the
@@ -122,7 +155,7 @@ def moe_fields(cfg: dict, mt: str, layers: int, name: str) -> dict:
         moe_ffn = int(cfg["moe_intermediate_size"])
         n_moe = sum(1 for i in range(layers) if i >= first and i % freq == 0)
         shared, dense = int(cfg.get("n_shared_experts") or 0) * moe_ffn, ffn
-    elif mt in ("qwen2_moe", "qwen3_moe"):
+    elif mt in ("qwen2_moe", "qwen3_moe") or mt in LINEAR_FAMILIES:
         # MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers; Qwen2-MoE's shared expert
         # has its own width (its 1-wide sigmoid gate is not counted)
         step = int(cfg.get("decoder_sparse_step") or 1)
@@ -215,5 +248,7 @@ def spec_fields(cfg: dict, name: str = "") -> dict:
         sliding_window=window, num_sliding_layers=n_sliding,
         attention_chunk_tokens=int(cfg.get("attention_chunk_size") or 0) if mt.startswith("llama4") else 0)
     check_modelled(cfg, name)
-    return {**fields, **moe_fields(cfg, mt, layers, name), **mla_fields(cfg), **dsa_fields(cfg, name)}
+    fields["attn_output_gate"] = bool(cfg.get("attn_output_gate"))  # Qwen3-Next / 3.5: q_proj also emits a gate
+    return {**fields, **moe_fields(cfg, mt, layers, name), **mla_fields(cfg), **dsa_fields(cfg, name),
+            **linear_fields(cfg, mt, layers, name)}
 

@@ -45,4 +45,9 @@ HF_IDS = {
     "zai-org/glm-5": "glm-5",
     "zai-org/glm-5-fp8": "glm-5",
     "zhipuai/glm-5": "glm-5",
+    # qwen3.5-397b-a17b.json: a byte-identical copy of aiconfigurator's Qwen--Qwen3.5-397B-A17B_config.json (same
+    # folder): 45 Gated DeltaNet + 15 gated full-attention layers, 512 experts top-10 + a shared one; 396.3B / 17.3B
+    # active as the model reads it (the name's 397B-A17B). The -FP8 checkpoint has the same shapes.
+    "qwen/qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
+    "qwen/qwen3.5-397b-a17b-fp8": "qwen3.5-397b-a17b",
 }

@@ -135,6 +135,10 @@ class ParallelLayout:
             raise LayoutError(f"{spec.name}: sp={self.sp} (Ulysses) over MLA attention (kv_lora_rank="
                               f"{spec.kv_lora_rank}) is not modelled: its all-to-alls would move per-head K/V, "
                               f"but the cache holds one latent per token; use tp or dp")
+        if self.sp > 1 and getattr(spec, "num_linear_layers", 0):
+            raise LayoutError(f"{spec.name}: sp={self.sp} (Ulysses) over its num_linear_layers="
+                              f"{spec.num_linear_layers} linear-attention layers is not modelled (their recurrent "
+                              f"state runs over the whole sequence); use tp or dp")
         if h % shards:
             raise LayoutError(f"{spec.name}: num_heads={h} is not divisible by tp*sp={shards} "
                               f"(tp={self.tp}, sp={self.sp})")

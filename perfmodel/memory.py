@@ -72,6 +72,8 @@ def kv_bytes_per_token_per_gpu(spec, layout) -> float:
         return float(layers * (spec.kv_elems_per_token_per_layer * spec.kv_bytes_per_elem
                                + spec.indexer_bytes_per_token_per_layer))
     kvh = layout.kv_heads_per_gpu(spec.num_kv_heads)
+    if spec.num_linear_layers:  # hybrid: only the full-attention layers cache K and V (their share of the stage)
+        layers = layers * spec.num_kv_layers / spec.num_layers
     return 2.0 * layers * kvh * spec.head_dim * spec.kv_bytes_per_elem
 
 

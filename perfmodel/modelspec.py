@@ -14,6 +14,7 @@ from .formats import (CHECKPOINT_WEIGHTS, DTYPE_BYTES, EXPERTS_ONLY,  # noqa: F4
                       WEIGHT_CHOICES, config_weights)
 from .hfconfig import config_name, derived_max_model_len, spec_fields, text_config  # noqa: F401 (re-export)
 from .hfids import HF_IDS  # noqa: F401 (re-export)
+from . import layer_shapes
 
 MODELS_DIR = Path(__file__).parent / "models"
 
@@ -60,6 +61,16 @@ class ModelSpec:
     sparse_topk: int = 0
     indexer_heads: int = 0
     indexer_head_dim: int = 0
+    # hybrid linear attention (Qwen3-Next, Qwen3.5): num_linear_layers Gated DeltaNet layers, no KV cache but a
+    # recurrent state per sequence (perfmodel/linear_attn.py), the rest full attention
+    num_linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_kernel: int = 0
+    linear_state_bytes: float = 4.0  # mamba_ssm_dtype's bytes
+    attn_output_gate: bool = False  # full-attention q_proj also emits a per-head output gate (Qwen3-Next / 3.5)
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
 
@@ -112,9 +123,19 @@ class ModelSpec:
         return "nvfp4" if self.weight_dtype == "nvfp4" else self.attn_weight_dtype
 
     @property
-    def o_proj_params_per_layer(self) -> int:
-        """Attention output projection: (h * v) x d (MLA), q_size x d (GQA)."""
-        return (self.num_heads * self.v_head_dim if self.is_mla else self.q_size) * self.hidden_size
+    def o_proj_params_per_layer(self) -> float:
+        """Attention output projection: (h * v) x d (MLA), q_size x d (GQA); hybrid: the mean with the linear
+        layers' out_proj, (value heads x value dim) x d."""
+        o = (self.num_heads * self.v_head_dim if self.is_mla else self.q_size) * self.hidden_size
+        if self.num_linear_layers:
+            lin = self.linear_value_heads * self.linear_value_dim * self.hidden_size
+            return (o * self.num_kv_layers + lin * self.num_linear_layers) / self.num_layers
+        return o
+
+    @property
+    def num_kv_layers(self) -> int:
+        """Layers that cache keys and values (all but the linear-attention ones)."""
+        return self.num_layers - self.num_linear_layers
 
     @property
     def attn_bytes_per_layer(self) -> float:
@@ -155,8 +176,17 @@ class ModelSpec:
         return self.num_kv_heads * self.head_dim
 
     @property
-    def attn_params_per_layer(self) -> int:
-        """GQA: q, k, v, o projections (+ biases): d*(q + 2kv) + q*d. MLA: replicated + per-head part."""
+    def attn_params_per_layer(self) -> float:
+        """GQA: q, k, v, o projections (+ biases): d*(q + 2kv) + q*d. MLA: replicated + per-head part. Hybrid:
+        the mean over the full and the linear layers (num_layers x it is the total, as every count is used)."""
+        if self.num_linear_layers:
+            return (self.full_attn_params_per_layer * self.num_kv_layers
+                    + layer_shapes.linear_params(self) * self.num_linear_layers) / self.num_layers
+        return self.full_attn_params_per_layer
+
+    @property
+    def full_attn_params_per_layer(self) -> int:
+        """attn_params_per_layer of a softmax-attention layer (a q_proj gate adds q_size x d)."""
         d = self.hidden_size
         if self.is_mla:
             h, nope, v = self.num_heads, self.qk_nope_head_dim, self.v_head_dim
@@ -164,7 +194,8 @@ class ModelSpec:
             q_b = (self.q_lora_rank or d) * h * self.head_dim
             return self.attn_params_replicated_per_layer + q_b + self.kv_lora_rank * h * (nope + v) + h * v * d
         bias = (self.q_size + 2 * self.kv_size) if self.qkv_bias else 0
-        return d * (self.q_size + 2 * self.kv_size) + self.q_size * d + bias
+        gate = self.q_size * d if self.attn_output_gate else 0
+        return d * (self.q_size + 2 * self.kv_size) + self.q_size * d + bias + gate
 
     @property
     def attn_params_replicated_per_layer(self) -> int:
@@ -177,20 +208,11 @@ class ModelSpec:
 
     @property
     def indexer_params_per_layer(self) -> int:
-        """DSA's lightning indexer, whole on every TP rank (SGLang 0.5.8 nsa_indexer.py:170-192: ReplicatedLinear
-        wq_b q_rank -> heads x dim, wk d -> dim, weights_proj d -> heads, a LayerNorm of dim); 0 without DSA."""
-        if not self.sparse_topk:
-            return 0
-        hi, di = self.indexer_heads, self.indexer_head_dim
-        return (self.q_lora_rank or self.hidden_size) * hi * di + self.hidden_size * (di + hi) + 2 * di
+        return layer_shapes.indexer_params(self)  # (DSA's indexer; 0 without)
 
     @property
     def indexer_bytes_per_token_per_layer(self) -> float:
-        """DSA's cached indexer key of one token in one layer: index_head_dim fp8 bytes + one fp32 scale per 128
-        (SGLang 0.5.8 model_runner_kv_cache_mixin.py:70-79, NSATokenToKVPool.quant_block_size 128); 0 without."""
-        if not self.sparse_topk:
-            return 0.0
-        return float(self.indexer_head_dim + self.indexer_head_dim // 128 * 4)
+        return layer_shapes.indexer_bytes(self)  # (DSA's cached indexer key; 0 without)
 
     def ffn_params(self, width: int) -> int:
         """SwiGLU FFN: gate + up (d x f each) and down (f x d)."""
@@ -267,8 +289,8 @@ class ModelSpec:
         return 4.0 * self.q_size
 
     def attended_tokens(self, context_len: float) -> float:
-        """Sum over layers of the keys one query attends to, divided by layers (window-aware)."""
-        full = self.num_layers - self.num_sliding_layers
+        """Sum over layers of the keys one query attends to, divided by layers (window-aware; linear layers none)."""
+        full = self.num_kv_layers - self.num_sliding_layers
         win = min(context_len, self.sliding_window) if self.sliding_window else context_len
         return (full * context_len + self.num_sliding_layers * win) / self.num_layers
 
@@ -284,13 +306,13 @@ class ModelSpec:
     def kv_bytes_per_token(self) -> float:
         """KV of one token over all layers: L * (kv_elems_per_token_per_layer * b_kv + DSA's indexer key)
         (full-attention layers; sliding layers hold at most `sliding_window` tokens, see kv_bytes_for_context)."""
-        return float(self.num_layers * (self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem
-                                        + self.indexer_bytes_per_token_per_layer))
+        return float(self.num_kv_layers * (self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem
+                                           + self.indexer_bytes_per_token_per_layer))
 
     def kv_bytes_for_context(self, context_len: float) -> float:
         """KV bytes of one sequence of `context_len` tokens (sliding layers capped at the window)."""
         per_layer_tok = self.kv_elems_per_token_per_layer * self.kv_bytes_per_elem + self.indexer_bytes_per_token_per_layer
-        full = self.num_layers - self.num_sliding_layers
+        full = self.num_kv_layers - self.num_sliding_layers
         win = min(context_len, self.sliding_window) if self.sliding_window else context_len
         return per_layer_tok * (full * context_len + self.num_sliding_layers * win)
 

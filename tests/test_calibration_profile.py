@@ -25,7 +25,7 @@ def test_default_profiles_for_hopper_only():
 @pytest.mark.parametrize("name", ["h100_sxm", "h200_sxm"])
 def test_shipped_files_small_numbers_and_provenance(name):
     path = PROFILE_DIR / f"{name}.json"
-    assert path.stat().st_size < 260_000  # repo-size guard (200 kB until the Marlin MoE family, 210 kB until two routing skews, 220 kB until the MoE floors and own-shape tables, 250 kB until the int4 Marlin table)
+    assert path.stat().st_size < 280_000  # repo-size guard (200 kB until the Marlin MoE family, 210 kB until two routing skews, 220 kB until the MoE floors and own-shape tables, 250 kB until the int4 Marlin table, 260 kB until the glm-5 shape)
     d = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{name}: non-finite number {c}"))
     prov = d["provenance"]
     assert "derived_from" not in d  # both fitted on their own GPU's measured tables

@@ -131,6 +131,17 @@ SCRIPTS = {
           32768, lambda c: 512 if (c.isl, c.osl) == (1024, 1024) else 256, memory_fraction=0.82,
           note="--cuda-graph-max-bs 512 / 256: SGLang's default capture sizes are replayed")
        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")},
+    # (the rows' measured_date is the config's merge day; version 0.5.9 = its image; tp 8 / ep 8, C = 4-64 and the
+    # 1k1k, 1k8k, 8k1k shapes are its search space; rows named *_gap_analysis_* carry the same numbers)
+    ("h200", "sglang", "Qwen/Qwen3.5-397B-A17B", "0.5.9", "2026-03-04", "2026-03-10"): Launch(
+        "benchmarks/single_node/qwen3.5_fp8_h200.sh @ f65d6b4b1 (config qwen3.5-fp8-h200-sglang, image "
+        "lmsysorg/sglang:v0.5.9-cu129-amd64, Qwen/Qwen3.5-397B-A17B-FP8, tp 8 ep 8; server flags unchanged at "
+        "aad53363c): --tp $TP --expert-parallel-size $EP_SIZE --max-running-requests 128 --chunked-prefill-size "
+        "16384 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --disable-radix-cache (:30-52)",
+        16384, 128, kv_dtype="fp8", memory_fraction=0.8, layout=_tp_equals_ep,
+        note="--mamba-ssm-dtype bfloat16: the config's float32 recurrent state is costed (2x the state bytes a "
+             "decode step reads); --cuda-graph-max-bs $CONC: SGLang's capture sizes are replayed; the tp 64 "
+             "rows' tp_size is their converter's tp x ep: replayed as the script's tp 8, ep 8"),
     ("h200", "sglang", "zhipuai/GLM-5", "glm5-hopper", "2026-03-18", "2026-04-30"): Launch(
         "benchmarks/single_node/glm5_fp8_h200.sh @ ebb48d4bc (config glm5-fp8-h200-sglang, image "
         "lmsysorg/sglang:glm5-hopper, zai-org/GLM-5-FP8; unchanged in its server flags at 7215f1f88): --tp-size $TP "
