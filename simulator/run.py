@@ -20,6 +20,7 @@ from perfmodel.framework import (DEFAULT_FRAMEWORK, check_knobs, for_hardware, f
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.formats import check_kv_dtype
+from perfmodel.hfconfig import SSM_DTYPE_BYTES
 from perfmodel.modelspec import default_weights, load_model
 from perfmodel.notes import checkpoint_format, run_notes
 from simulator import make_callable
@@ -68,6 +69,8 @@ class RunSpec:
     gpus: int = 8  # GPUs the deployment uses in all, placed node-major: at most nodes x gpus_per_node
     weights: str | None = None  # None: the checkpoint's format, else fp8 where the hardware has fp8, else bf16
     kv_dtype: str = "bf16"
+    # hybrid linear attention's recurrent state dtype (SGLang --mamba-ssm-dtype): None, the config's mamba_ssm_dtype
+    ssm_dtype: str | None = None
     profile: str | None = None  # None: the hardware's calibrated profile; "none": datasheet; a name or path
     layout: str | None = None
     policy_args: tuple = ()  # (("threshold", "256"), ...): dicts are accepted and sorted into pairs
@@ -103,6 +106,8 @@ class RunSpec:
 
     def __post_init__(self):
         check_knobs(self.gpu_memory_utilization, self.step_overhead_ms, self.tokenize_us_per_token)
+        if self.ssm_dtype is not None and self.ssm_dtype not in SSM_DTYPE_BYTES:
+            raise ValueError(f"ssm_dtype={self.ssm_dtype!r} not one of {sorted(SSM_DTYPE_BYTES)}")
         with_deployment(DEFAULT_FRAMEWORK, self.moe_kernel, self.moe_a2a_call_us, self.pd_handoff_ms)  # or one line
         if self.hbm_gb is not None and (isinstance(self.hbm_gb, bool) or not isinstance(self.hbm_gb, (int, float))
                                         or not 0 < self.hbm_gb < float("inf")):
@@ -211,6 +216,8 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or default_weights(rs.model, hw.has_fp8)
     spec = model_spec(rs.model, weights, rs.kv_dtype)
+    if rs.ssm_dtype is not None and spec.num_linear_layers:  # (a dense model has no recurrent state to set)
+        spec = dataclasses.replace(spec, linear_state_bytes=SSM_DTYPE_BYTES[rs.ssm_dtype])
     check_kv_dtype(rs.kv_dtype, hw, framework.name)
     framework = with_deployment(framework, rs.moe_kernel, rs.moe_a2a_call_us, rs.pd_handoff_ms)
     framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms,

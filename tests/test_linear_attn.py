@@ -74,3 +74,17 @@ def test_dense_models_are_unchanged_by_the_hybrid_fields():
     assert s.num_kv_layers == s.num_layers and s.attn_params_per_layer == s.full_attn_params_per_layer
     assert dataclasses.replace(s, attn_output_gate=True).full_attn_params_per_layer == \
         s.full_attn_params_per_layer + s.q_size * s.hidden_size
+
+
+def test_the_state_dtype_flag_halves_the_state_a_decode_step_reads(tmp_path):
+    """SGLang's --mamba-ssm-dtype (InferenceX's Qwen3.5 script passes bfloat16): `simulate --mamba-ssm-dtype`
+    (RunSpec.ssm_dtype) replaces the config's float32 state, so decode gets cheaper; bad values are refused."""
+    from simulator.run import RunSpec, run
+
+    w = trace([0.0, 0.0, 0.0, 0.0], [512] * 4, [200] * 4)
+    kw = dict(policy="layout", layout="tp=8,ep=8", model="qwen3.5-397b-a17b", hardware="h200", gpus=8, weights="fp8")
+    f32, bf16 = run(w, RunSpec(**kw)), run(w, RunSpec(**kw, ssm_dtype="bfloat16"))
+    assert bf16.summary["median_tpot_ms"] < f32.summary["median_tpot_ms"]
+    assert run(w, RunSpec(**kw, ssm_dtype="float32")).summary["median_tpot_ms"] == f32.summary["median_tpot_ms"]
+    with pytest.raises(ValueError, match="ssm_dtype='int8' not one of"):
+        RunSpec(**kw, ssm_dtype="int8")

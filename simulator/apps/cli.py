@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=WEIGHT_CHOICES,
                    help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
                         "DeepSeek fp8, Kimi-K2.5 int4), else fp8 where the hardware has fp8, else bf16")
+    p.add_argument("--mamba-ssm-dtype", dest="ssm_dtype", choices=("float32", "bfloat16", "float16"),
+                   help="recurrent-state dtype of hybrid linear-attention models, as SGLang's flag (default: the "
+                        "config's mamba_ssm_dtype; docs/linear_attention.md)")
     p.add_argument("--kv-dtype", default="bf16", choices=KV_CHOICES, help="KV cache data type (nvfp4: 9/16 byte "
                    "an element; which frameworks serve it on which GPUs: docs/hardware.md)")
     p.add_argument("--profile", help="calibrated profile (default: the hardware's; 'none' = datasheet)")
@@ -187,7 +190,7 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
     if args.gpus is None:  # every GPU of the cluster --nodes / --gpus-per-node name (8 on one node)
         args.gpus = cluster(load_hardware(args.hardware), args.nodes, args.gpus_per_node)[1]
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
-                   kv_dtype=args.kv_dtype, profile=args.profile, layout=layout or args.layout,
+                   kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, profile=args.profile, layout=layout or args.layout,
                    policy_args=pargs, engine=eng, router=args.router,
                    max_concurrency=args.max_concurrency, client_turnaround_ms=args.client_turnaround_ms,
                    slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,

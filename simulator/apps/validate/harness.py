@@ -91,6 +91,7 @@ class Harness:
     memory_fraction: float | None = None  # the engine's memory setting where the deployment set one (None: default)
     # the front end's tokenization per prompt token for this benchmark's prompt text (Framework.tokenize_s_per_token)
     tokenize_s_per_token: float | None = None
+    ssm_dtype: str | None = None  # hybrid linear attention's state dtype where the deployment set one
     unknown: str = ""  # what of the row's setup is not recorded (replayed under the framework's defaults), or ""
 
 
@@ -241,4 +242,5 @@ def _harness(case: Case, framework: str | None = None) -> Harness:
     eng = dataclasses.replace(eng, **{k: v for k, v in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs))
                                       if v is not None})
     return Harness(src, eng, launch.kv_dtype, 10, 0.8, hbm_gb, async_scheduling=bool(launch.async_scheduling),
-                   moe_kernel=launch.moe_kernel, memory_fraction=launch.memory_fraction, unknown=launch.note)
+                   moe_kernel=launch.moe_kernel, memory_fraction=launch.memory_fraction, ssm_dtype=launch.ssm_dtype,
+                   unknown=launch.note)

@@ -35,6 +35,7 @@ class Launch:
     max_num_seqs: Callable | int | None = None  # vLLM --max-num-seqs, SGLang --max-running-requests, TRT-LLM
     # --max_batch_size
     kv_dtype: str = "bf16"  # "auto" is the model's bf16 for these checkpoints unless the script asks for fp8
+    ssm_dtype: str | None = None  # SGLang --mamba-ssm-dtype (hybrid linear attention); None: the config's
     memory_fraction: float | None = None  # --gpu-memory-utilization / --mem-fraction-static /
     # free_gpu_memory_fraction, in each framework's meaning (perfmodel.framework.with_knobs)
     moe_kernel: str = ""  # "marlin": VLLM_MXFP4_USE_MARLIN=1
@@ -137,11 +138,11 @@ SCRIPTS = {
         "benchmarks/single_node/qwen3.5_fp8_h200.sh @ f65d6b4b1 (config qwen3.5-fp8-h200-sglang, image "
         "lmsysorg/sglang:v0.5.9-cu129-amd64, Qwen/Qwen3.5-397B-A17B-FP8, tp 8 ep 8; server flags unchanged at "
         "aad53363c): --tp $TP --expert-parallel-size $EP_SIZE --max-running-requests 128 --chunked-prefill-size "
-        "16384 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --disable-radix-cache (:30-52)",
-        16384, 128, kv_dtype="fp8", memory_fraction=0.8, layout=_tp_equals_ep,
-        note="--mamba-ssm-dtype bfloat16: the config's float32 recurrent state is costed (2x the state bytes a "
-             "decode step reads); --cuda-graph-max-bs $CONC: SGLang's capture sizes are replayed; the tp 64 "
-             "rows' tp_size is their converter's tp x ep: replayed as the script's tp 8, ep 8"),
+        "16384 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16 --disable-radix-cache "
+        "(:30-52)",
+        16384, 128, kv_dtype="fp8", memory_fraction=0.8, layout=_tp_equals_ep, ssm_dtype="bfloat16",
+        note="--cuda-graph-max-bs $CONC: SGLang's capture sizes are replayed; the tp 64 rows' tp_size is their "
+             "converter's tp x ep: replayed as the script's tp 8, ep 8"),
     ("h200", "sglang", "zhipuai/GLM-5", "glm5-hopper", "2026-03-18", "2026-04-30"): Launch(
         "benchmarks/single_node/glm5_fp8_h200.sh @ ebb48d4bc (config glm5-fp8-h200-sglang, image "
         "lmsysorg/sglang:glm5-hopper, zai-org/GLM-5-FP8; unchanged in its server flags at 7215f1f88): --tp-size $TP "
