@@ -21,6 +21,7 @@ from perfmodel.hardware import load_hardware
 from perfmodel.layout import LayoutError, ParallelLayout
 from perfmodel.formats import check_kv_dtype
 from perfmodel.hfconfig import SSM_DTYPE_BYTES
+from perfmodel.specdec import MTP_ACCEPTANCE, SpecDecode
 from perfmodel.modelspec import default_weights, load_model
 from perfmodel.notes import checkpoint_format, run_notes
 from simulator import make_callable
@@ -71,6 +72,10 @@ class RunSpec:
     kv_dtype: str = "bf16"
     # hybrid linear attention's recurrent state dtype (SGLang --mamba-ssm-dtype): None, the config's mamba_ssm_dtype
     ssm_dtype: str | None = None
+    # speculative decoding in an aggregated engine (TRT-LLM speculative_config MTP num_nextn_predict_layers, SGLang
+    # EAGLE steps): draft tokens a step (0: off) and the acceptance of each (None: perfmodel.specdec.MTP_ACCEPTANCE)
+    mtp: int = 0
+    mtp_acceptance: float | None = None
     profile: str | None = None  # None: the hardware's calibrated profile; "none": datasheet; a name or path
     layout: str | None = None
     policy_args: tuple = ()  # (("threshold", "256"), ...): dicts are accepted and sorted into pairs
@@ -106,6 +111,10 @@ class RunSpec:
 
     def __post_init__(self):
         check_knobs(self.gpu_memory_utilization, self.step_overhead_ms, self.tokenize_us_per_token)
+        if self.mtp < 0 or (self.mtp_acceptance is not None and not self.mtp):
+            raise ValueError(f"mtp={self.mtp} must be >= 0; mtp_acceptance needs mtp (the draft tokens a step)")
+        if self.mtp:
+            SpecDecode(self.mtp, self.mtp_acceptance if self.mtp_acceptance is not None else MTP_ACCEPTANCE)  # bounds
         if self.ssm_dtype is not None and self.ssm_dtype not in SSM_DTYPE_BYTES:
             raise ValueError(f"ssm_dtype={self.ssm_dtype!r} not one of {sorted(SSM_DTYPE_BYTES)}")
         with_deployment(DEFAULT_FRAMEWORK, self.moe_kernel, self.moe_a2a_call_us, self.pd_handoff_ms)  # or one line
@@ -225,7 +234,9 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     framework = for_hardware(framework, hw)
     cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
                     router=rs.router, max_concurrency=rs.max_concurrency, framework=framework,
-                    client_turnaround_s=float(rs.client_turnaround_ms) / 1e3)
+                    client_turnaround_s=float(rs.client_turnaround_ms) / 1e3,
+                    spec_decode=SpecDecode(rs.mtp, rs.mtp_acceptance if rs.mtp_acceptance is not None
+                                           else MTP_ACCEPTANCE) if rs.mtp else None)
     tick = _Batched(progress) if progress is not None else None
     res = simulate(wl, spec, hw, cfg, prof, progress=tick)
     if tick is not None:

@@ -122,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=WEIGHT_CHOICES,
                    help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
                         "DeepSeek fp8, Kimi-K2.5 int4), else fp8 where the hardware has fp8, else bf16")
+    p.add_argument("--mtp", type=int, default=0, help="speculative decoding in an aggregated engine: draft tokens a "
+                   "step (TRT-LLM MTP num_nextn_predict_layers, SGLang EAGLE steps); 0: off (disagg: --policy-arg "
+                   "decode_mtp)")
+    p.add_argument("--mtp-acceptance", type=float, help="acceptance of each draft token whose predecessors were "
+                   "accepted (default: perfmodel/specdec.py MTP_ACCEPTANCE, fitted)")
     p.add_argument("--mamba-ssm-dtype", dest="ssm_dtype", choices=("float32", "bfloat16", "float16"),
                    help="recurrent-state dtype of hybrid linear-attention models, as SGLang's flag (default: the "
                         "config's mamba_ssm_dtype; docs/linear_attention.md)")
@@ -190,7 +195,7 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
     if args.gpus is None:  # every GPU of the cluster --nodes / --gpus-per-node name (8 on one node)
         args.gpus = cluster(load_hardware(args.hardware), args.nodes, args.gpus_per_node)[1]
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
-                   kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, profile=args.profile, layout=layout or args.layout,
+                   kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, mtp=args.mtp, mtp_acceptance=args.mtp_acceptance, profile=args.profile, layout=layout or args.layout,
                    policy_args=pargs, engine=eng, router=args.router,
                    max_concurrency=args.max_concurrency, client_turnaround_ms=args.client_turnaround_ms,
                    slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,

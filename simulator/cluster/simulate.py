@@ -26,6 +26,7 @@ from simulator.engine.ratio import NewTokenRatio
 from simulator.engine.runner import Runner
 from simulator.engine.scheduler import Limits
 from simulator.policies import POLICIES
+from simulator.engine.specstep import SpecStep
 from simulator.policies.static import STATIC
 from simulator.results.records import RequestRecords, StepRecords
 
@@ -47,6 +48,7 @@ class SimConfig:
     max_concurrency: int = 0  # 0: open loop (trace arrivals); N: closed loop, N in flight
     framework: object = DEFAULT_FRAMEWORK
     client_turnaround_s: float = 0.0  # closed loop: a finished request's slot is handed on this much later
+    spec_decode: object = None  # perfmodel.specdec.SpecDecode of an aggregated static deployment (None: off)
 
     def __post_init__(self):
         if self.router not in ROUTERS:
@@ -57,6 +59,11 @@ class SimConfig:
             raise ValueError(f"--gpus {self.gpus} must be >= 1")
         if self.max_concurrency < 0:
             raise ValueError(f"max_concurrency={self.max_concurrency} must be >= 0")
+        if self.spec_decode is not None and self.policy not in STATIC:
+            raise ValueError(f"--mtp (speculative decoding in an aggregated engine) applies to the static policies "
+                             f"({', '.join(STATIC)}), not --policy {self.policy}" + (
+                                 "; the disaggregated decode pool takes --policy-arg decode_mtp=D"
+                                 if self.policy == "disagg" else ""))
         if not 0 <= self.client_turnaround_s < float("inf"):
             raise ValueError(f"client turnaround {self.client_turnaround_s} s must be >= 0 and finite")
 
@@ -125,6 +132,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     def table(lay):
         if lay not in tables:
             tables[lay] = StepTable(spec, lay, hw, prof, fw, max_tokens=max_tokens, max_seqs=max_seqs)
+            if cfg.spec_decode is not None:  # per emitted token (simulator.engine.specstep)
+                tables[lay] = SpecStep(tables[lay], cfg.spec_decode, spec.num_layers)
         return tables[lay]
 
     def build(i, p):

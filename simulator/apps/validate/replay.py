@@ -85,6 +85,8 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
         fields.setdefault("moe_kernel", h.moe_kernel)
     if h.ssm_dtype:
         fields.setdefault("ssm_dtype", h.ssm_dtype)
+    if h.mtp:
+        fields.setdefault("mtp", h.mtp)
     if h.moe_a2a_call_s is not None:
         fields.setdefault("moe_a2a_call_us", round(h.moe_a2a_call_s * 1e6, 9))
     if h.pd_handoff_s is not None:

@@ -41,6 +41,7 @@ class Launch:
     moe_kernel: str = ""  # "marlin": VLLM_MXFP4_USE_MARLIN=1
     async_scheduling: bool | None = None  # vLLM `async-scheduling: true` (None: the version's default)
     layout: Callable | None = None  # the layout the script ran, from the row's columns (None: the columns')
+    mtp: Callable | int = 0  # speculative draft tokens a step (TRT-LLM num_nextn_predict_layers; 0: none)
     skip: Callable | str = ""  # why the row cannot be replayed as launched ("" or a callable of the Case)
     note: str = ""  # what the script and the row's columns disagree on, and what the replay does
 
@@ -66,6 +67,17 @@ def _ep_over_tp(case: Case) -> str:
 def _tp_equals_ep(case: Case) -> str:
     """A config of tp = ep whose rows' converter wrote tp_size = tp x ep (moe_ep = the script's TP)."""
     return _tep(_lay(case).ep)
+
+
+def _mtp_dp(case: Case) -> bool:
+    """dsr1-fp8-h200-trt-mtp's attention DP (nvidia-master.yaml:264-283 @ bf3456727): from C = 128 at 1k/1k, 256 at
+    1k/8k, 64 at 8k/1k."""
+    return case.concurrency >= {(1024, 1024): 128, (1024, 8192): 256}.get((case.isl, case.osl), 64)
+
+
+def _mtp_batch(case: Case) -> int:
+    """--max_batch_size: CONC / TP per attention-DP rank, else CONC (dsr1_fp8_h200_trt_mtp_slurm.sh:69-73)."""
+    return _conc(case) // 8 if _mtp_dp(case) else _conc(case)
 
 
 def _dsr1_trt_h200(case: Case) -> str:
@@ -173,10 +185,16 @@ SCRIPTS = {
     ("h200", "trtllm", "deepseek-ai/DeepSeek-R1", "1.1.0rc2.post2", "2026-01-14", "2026-01-28"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh @ bf3456727 (config dsr1-fp8-h200-trt-mtp: the rows' concurrency "
         "and attention-DP pattern exist only in it; the 01-14 runs started 3 s after its merge)",
-        skip=lambda c: ("an MTP run (dsr1_fp8_h200_trt_mtp_slurm.sh @ bf3456727): speculative decoding in an "
-                        "aggregated engine is not modelled" if c.date < "2026-01-28" or "dp=" in c.layout else
-                        "the MTP config and the plain one (dsr1_fp8_h200_trt{,_mtp}.sh @ b30c3398a) both ran this "
-                        "concurrency; the row does not say which, and aggregated MTP is not modelled")),
+        lambda c: _ceil64((1 + (1 if _mtp_dp(c) else 3)) * _mtp_batch(c) + c.isl + 64), _mtp_batch, kv_dtype="fp8",
+        memory_fraction=0.75, mtp=lambda c: 1 if _mtp_dp(c) else 3,
+        layout=lambda c: "dp=8,tp=1,ep=8" if _mtp_dp(c) else "tp=8,ep=8",
+        skip=lambda c: "" if c.date < "2026-01-28" or "dp=" in c.layout else (
+            "the MTP config and the plain one (dsr1_fp8_h200_trt{,_mtp}.sh @ b30c3398a) both ran this concurrency; "
+            "the row does not say which"),
+        note="MTP=3 (MTP=1 with attention DP), --max_batch_size CONC (CONC / TP per DP rank), --max_num_tokens "
+             "((MTP+1) x batch + ISL + 64) rounded up to 64, kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
+             "(:22-29, :42-75); the row's tp_size 64 is its converter's tp x ep: replayed on the config's 8 GPUs; "
+             "the draft acceptance is perfmodel.specdec's fitted one (sa-bench random tokens)"),
     ("h200", "trtllm", "openai/gpt-oss-120b", "", "2025-11-02", "2025-11-02"): Launch(
         "benchmarks/gptoss_fp4_h200_trt_slurm.sh @ 9596d23d7 (image release:gpt-oss-dev): kv_cache_config dtype auto "
         "free_gpu_memory_fraction 0.85 (:29-43), --max_batch_size $CONC --max_num_tokens 20000 --ep_size=$TP (:47)",
