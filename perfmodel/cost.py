@@ -16,6 +16,7 @@ from .batch import StepBatch, micro_batch
 from .calibration.moe_shapes import shape_key
 from .comm import ep_replicated, padded_tokens, placed, step_calls
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
+from .layer_shapes import hybrid_mean
 from .knobs import moe_ep_imbalance, moe_routing
 from .network import spanning_time_s
 
@@ -125,8 +126,7 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, r
         gemm = (ops.gemm_time_s(n_loc, q_tp + gate + 2 * kv_tp, d, wa, hw, prof)
                 + ops.gemm_time_s(n_loc, d, q_tp, wo, hw, prof))
         if spec.num_linear_layers:  # hybrid: the mean over the full and the Gated DeltaNet layers
-            lin = linear_attn.proj_gemm_s(spec, tp, n_loc, hw, prof)
-            gemm = (gemm * spec.num_kv_layers + lin * spec.num_linear_layers) / spec.num_layers
+            gemm = hybrid_mean(spec, gemm, linear_attn.proj_gemm_s(spec, tp, n_loc, hw, prof))
     if moe:
         gemm = gemm + ops.gemm_time_s(n_loc, spec.num_experts, d, "bf16", hw, prof)  # router
         if routed:
@@ -172,8 +172,8 @@ def _layer_attention_s(spec, layout, hw, batch: StepBatch, prof):
     if _any(batch.decode_seqs):
         t = t + ops.attn_decode_time_s(batch.decode_seqs, dkv, heads, kvh, dh, spec.kv_dtype, hw, prof)
     if spec.num_linear_layers:  # hybrid: the mean over the full and the Gated DeltaNet layers
-        lin = linear_attn.attention_s(spec, shards, batch.prefill_tokens, batch.prefill_seqs, batch.decode_seqs, hw)
-        t = (t * spec.num_kv_layers + lin * spec.num_linear_layers) / spec.num_layers
+        t = hybrid_mean(spec, t, linear_attn.attention_s(spec, shards, batch.prefill_tokens, batch.prefill_seqs,
+                                                         batch.decode_seqs, hw))
     return t
 
 

@@ -137,6 +137,11 @@ def _value(raw: dict, key: str, path: Path, sources: dict) -> float:
     raise ValueError(f"{path}: field {key!r} must be {{ value = ..., source = \"...\" }}")
 
 
+def _optional(raw: dict, key: str, path: Path, sources: dict, absent: float = 0.0) -> float:
+    """A sourced field a preset may leave out (`absent`: what its absence means)."""
+    return _value(raw, key, path, sources) if key in raw else absent
+
+
 def load_hardware_file(path: Path) -> Hardware:
     raw = tomllib.loads(Path(path).read_text())
     src: dict = {}
@@ -160,16 +165,16 @@ def load_hardware_file(path: Path) -> Hardware:
         link_latency_us=_value(raw, "link_latency_us", path, src),
         host_link=raw.get("host_link", ""),
         cuda_graphs=bool(raw.get("cuda_graphs", True)),
-        **{f"host_{k}_s": _value(raw, f"host_{k}_us", path, src) / 1e6 if f"host_{k}_us" in raw else 0.0
+        **{f"host_{k}_s": _optional(raw, f"host_{k}_us", path, src) / 1e6
            for k in HOST_TERMS},
         h2d_bw_gbs=_value(raw, "h2d_bw_gbs", path, src),
         nic_type=raw.get("nic_type", ""),
-        nic_bw_gbs=_value(raw, "nic_bw_gbs", path, src) if "nic_bw_gbs" in raw else 0.0,
-        nic_latency_us=_value(raw, "nic_latency_us", path, src) if "nic_latency_us" in raw else 0.0,
+        nic_bw_gbs=_optional(raw, "nic_bw_gbs", path, src),
+        nic_latency_us=_optional(raw, "nic_latency_us", path, src),
         host_mem_bytes=_value(raw, "host_mem_gb", path, src) * gb,
-        fp4_tflops=_value(raw, "fp4_tflops", path, src) if "fp4_tflops" in raw else 0.0,
-        achieved_fp4_tflops=_value(raw, "achieved_fp4_tflops", path, src) if "achieved_fp4_tflops" in raw else 0.0,
-        gpus_per_host=int(_value(raw, "gpus_per_host", path, src)) if "gpus_per_host" in raw else 0,
+        fp4_tflops=_optional(raw, "fp4_tflops", path, src),
+        achieved_fp4_tflops=_optional(raw, "achieved_fp4_tflops", path, src),
+        gpus_per_host=int(_optional(raw, "gpus_per_host", path, src)),
         collectives=colls, profile=raw.get("profile", ""),
         aliases=tuple(raw.get("aliases", ())), sources=src)
 

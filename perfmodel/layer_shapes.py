@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def hybrid_mean(spec, full, linear):
+    """A per-layer figure of a hybrid model as the mean over its layers: `full` on the num_kv_layers
+    full-attention ones, `linear` on the num_linear_layers Gated DeltaNet ones (so that num_layers x it is the
+    total, as every per-layer count and cost is used)."""
+    return (full * spec.num_kv_layers + linear * spec.num_linear_layers) / spec.num_layers
+
+
 def indexer_params(spec) -> int:
     """DSA's lightning indexer, whole on every TP rank (SGLang 0.5.8 nsa_indexer.py:170-192: ReplicatedLinear
     wq_b q_rank -> heads x dim, wk d -> dim, weights_proj d -> heads, a LayerNorm of dim); 0 without DSA."""

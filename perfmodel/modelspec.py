@@ -128,8 +128,7 @@ class ModelSpec:
         layers' out_proj, (value heads x value dim) x d."""
         o = (self.num_heads * self.v_head_dim if self.is_mla else self.q_size) * self.hidden_size
         if self.num_linear_layers:
-            lin = self.linear_value_heads * self.linear_value_dim * self.hidden_size
-            return (o * self.num_kv_layers + lin * self.num_linear_layers) / self.num_layers
+            return layer_shapes.hybrid_mean(self, o, self.linear_value_heads * self.linear_value_dim * self.hidden_size)
         return o
 
     @property
@@ -180,8 +179,7 @@ class ModelSpec:
         """GQA: q, k, v, o projections (+ biases): d*(q + 2kv) + q*d. MLA: replicated + per-head part. Hybrid:
         the mean over the full and the linear layers (num_layers x it is the total, as every count is used)."""
         if self.num_linear_layers:
-            return (self.full_attn_params_per_layer * self.num_kv_layers
-                    + layer_shapes.linear_params(self) * self.num_linear_layers) / self.num_layers
+            return layer_shapes.hybrid_mean(self, self.full_attn_params_per_layer, layer_shapes.linear_params(self))
         return self.full_attn_params_per_layer
 
     @property

@@ -61,13 +61,17 @@ def opened(monkeypatch):
     return seen
 
 
+def calibrate_fake(pkg: Path, system: str, base: str, out: Path, monkeypatch, capsys) -> dict:
+    """`perfmodel calibrate --from-aiconfigurator SYSTEM --base BASE` on the fake package `pkg`: the profile written."""
+    monkeypatch.setattr(aic, "package_dir", lambda: pkg)
+    rc = cli.main(["calibrate", "--from-aiconfigurator", system, "--base", base, "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    return json.loads(out.read_text())
+
+
 def test_fake_package_converts_and_never_opens_the_held_out_file(tmp_path, monkeypatch, capsys, opened):
     pkg = fake_package(tmp_path)
-    monkeypatch.setattr(aic, "package_dir", lambda: pkg)
-    out = tmp_path / "tiny.json"
-    rc = cli.main(["calibrate", "--from-aiconfigurator", "tiny", "--base", "h100_sxm", "--out", str(out)])
-    assert rc == 0, capsys.readouterr().err
-    d = json.loads(out.read_text())
+    d = calibrate_fake(pkg, "tiny", "h100_sxm", tmp_path / "tiny.json", monkeypatch, capsys)
     prov = d["provenance"]
     assert sorted(s["file"] for s in prov["sources"]) == ["comm/nccl/2.29.2/nccl_perf.parquet",
                                                          "comm/vllm/0.24.0/custom_allreduce_perf.parquet",
@@ -195,11 +199,7 @@ def test_blackwell_nvfp4_gemm_and_moe_rows_become_fp4_tables(tmp_path, monkeypat
     mxfp4 look up; nothing of it is silently dropped."""
     pkg = fake_package(tmp_path)
     data = fake_blackwell(pkg)
-    monkeypatch.setattr(aic, "package_dir", lambda: pkg)
-    out = tmp_path / "b200_fake.json"
-    rc = cli.main(["calibrate", "--from-aiconfigurator", "b200_sxm", "--base", "b200", "--out", str(out)])
-    assert rc == 0, capsys.readouterr().err
-    d = json.loads(out.read_text())
+    d = calibrate_fake(pkg, "b200_sxm", "b200", tmp_path / "b200_fake.json", monkeypatch, capsys)
     prov = d["provenance"]
     assert set(d["gemm"]) == {"bf16", "fp8", "fp4"} and d["roofline"]["peak_tflops"]["fp4"] > 0
     (src,) = [s for s in prov["sources"] if s["file"] == "gemm/trtllm/1.4.0/gemm_perf.parquet"]
@@ -208,7 +208,7 @@ def test_blackwell_nvfp4_gemm_and_moe_rows_become_fp4_tables(tmp_path, monkeypat
         == 2 * 60  # fp8_block and nvfp4_wo: counted, not fitted
     assert prov["fit_error"]["gemm fp4"]["heldout_rows"] > 0
     assert prov["fit_error"]["gemm fp4"]["heldout_median_abs_rel_err"] < 0.05
-    prof = from_dict(d, str(out))
+    prof = from_dict(d, str(tmp_path / "b200_fake.json"))
     g = pd.read_parquet(data / "gemm/trtllm/1.4.0/gemm_perf.parquet")
     g = g[g.gemm_dtype == "nvfp4"]
     pred_ms = prof.gemm_time_s(g.m.to_numpy(), g.n.to_numpy(), g.k.to_numpy(), "fp4") * 1e3
