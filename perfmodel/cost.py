@@ -166,7 +166,7 @@ def _layer_attention_s(spec, layout, hw, batch: StepBatch, prof):
     if spec.is_mla:  # latent KV, non-absorbed prefill / absorbed decode (no SP: layout.validate refuses it)
         return mla.attention_s(spec, layout.tp, batch, pairs, pkv, dkv, hw, prof,
                                _any(batch.prefill_seqs), _any(batch.decode_seqs))
-    t = np.zeros(np.shape(batch.decode_seqs))
+    t = 0.0 if isinstance(batch.decode_seqs, float) else np.zeros(np.shape(batch.decode_seqs))  # (one step: a float)
     if _any(batch.prefill_seqs):  # (skipped for decode-only steps: the simulator's hot path)
         t = t + ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
     if _any(batch.decode_seqs):
@@ -244,7 +244,15 @@ def seq_terms(spec, layout, hw, seqs, prof=None, fw: Framework = DEFAULT_FRAMEWO
 
 def attention_s(spec, layout, hw, batch: StepBatch, prof=None) -> np.ndarray:
     """Attention of one micro-batch over every layer of the busiest stage."""
-    return sum(_stage_layers(spec, layout)) * _layer_attention_s(spec, layout, hw, batch, prof)
+    return stage_layers(spec, layout) * _layer_attention_s(spec, layout, hw, batch, prof)
+
+
+def stage_layers(spec, layout) -> int:
+    """Layers of the busiest pipeline stage (attention_s = this x layer_attention_s)."""
+    return sum(_stage_layers(spec, layout))
+
+
+layer_attention_s = _layer_attention_s  # (StepTable: the stage's layer count once, not per step)
 
 
 def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework, load_share: float = 1.0) -> dict:

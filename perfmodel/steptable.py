@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from .batch import DecodeAffine, StepBatch, make_batch
-from .cost import attention_s, dispatches_experts, routed_experts_s, seq_terms, step_cost, token_terms
+from .cost import (attention_s, dispatches_experts, layer_attention_s, routed_experts_s, seq_terms, stage_layers,
+                   step_cost, token_terms)
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
 
 
@@ -54,6 +55,7 @@ class StepTable:
                                                          prefill_pairs=L * (L + 1) / 2, prefill_kv_tokens=L), prof)
         self._fresh = [0.0] + np.broadcast_to(fresh, L.shape).tolist()
         self._prefill_cache: dict = {}  # prefill attention by (pt, ps, pairs, pkv)
+        self._layers = stage_layers(spec, layout)  # (attention_s per step without recounting them)
 
     def routed_s(self, rank_tokens: float) -> float:
         """Routed experts of a step when the EP group's ranks hold `rank_tokens` padded tokens on average."""
@@ -95,7 +97,8 @@ class StepTable:
                     self._prefill_cache.clear()
                 # plain floats, not make_batch's 0-d arrays: the same numbers at a fraction of the cost
                 b = StepBatch(float(pt), float(ps), float(pairs), float(pkv), 0.0, 0.0)
-                a = self._prefill_cache[key] = float(attention_s(self.spec, self.layout, self.hw, b, self.prof))
+                a = self._prefill_cache[key] = float(self._layers * layer_attention_s(self.spec, self.layout, self.hw,
+                                                                                      b, self.prof))
             t += a
         return t
 

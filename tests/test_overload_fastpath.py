@@ -65,3 +65,23 @@ def test_leading_decoders_are_decoders_every_step():
 
     for fast in (True, False):
         run(_overload(120), util=0.16, engine={"fast_forward": fast}, check=LeadCheck())
+
+
+def test_batch_position_by_admission_number_matches_a_scan():
+    """RunningBatch.index (a bisection over admission numbers, issue 36) answers what idx.index(pos) does
+    after admissions, completions anywhere in the order, tail preemptions and re-admissions."""
+    rng = np.random.default_rng(7)
+    b, nxt, out = RunningBatch(16), 0, []
+    for _ in range(2000):
+        r = rng.random()
+        if r < 0.45 or not len(b):
+            pos = out.pop(0) if out and rng.random() < 0.3 else nxt  # (a preempted request comes back)
+            nxt += pos == nxt
+            b.append(pos, int(rng.integers(1, 500)), int(rng.integers(1, 50)), 0, 0)
+        elif r < 0.85:
+            at = sorted(rng.choice(len(b), size=min(len(b), int(rng.integers(1, 4))), replace=False).tolist())
+            b.remove(at)
+        else:
+            out.append(b.pop_tail().pos)
+        for pos in b.idx:
+            assert b.index(pos) == b.idx.index(pos)

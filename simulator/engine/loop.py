@@ -146,7 +146,7 @@ class Engine(EngineCore):
         """Take a running or waiting request back (a policy moves it elsewhere): a running one is
         preempted (recompute), its KV freed."""
         if pos in self.batch.idx:
-            left = self.batch.remove([self.batch.idx.index(pos)])[0]
+            left = self.batch.remove([self.batch.index(pos)])[0]
             self.recs.generated[pos] = left.generated
             self.recs.preemptions[pos] += 1
             if self.cache is not None:
@@ -235,7 +235,7 @@ class Engine(EngineCore):
             for adm in s.admitted:
                 self._queued_s.pop(adm.pos, None)
             self._step_start = self.env.now
-        if not s.granted or (not s.decode_running and sum(s.granted) == 0):
+        if not s.granted or (not s.decode_running and not any(s.granted)):  # (grants are >= 0: any, not sum)
             raise RuntimeError(f"engine {self.index}: nothing schedulable with {len(self.waiting)} "
                                f"waiting, batch={batch}")  # impossible for requests that fit
         agg = step.aggregates(batch, s)
