@@ -10,7 +10,7 @@ issue's bound; a benchmark, not a test: tests assert no wall-clock time). `--cli
 command (1M requests at 300 req/s, --out) as a subprocess, and a machine yardstick: a fixed `python -c`
 loop timed in the same sitting, so figures from different machines can be compared in yardsticks.
 
-    python benchmarks/overload_speed.py [--n 100000] [--factors 0.5,1,2,4] [--cli] [--strict]
+    python benchmarks/overload_speed.py [--n 100000] [--factors 0.5,1,2,4] [--cli] [--cli-loads 0.5,2,4] [--strict]
 """
 from __future__ import annotations
 
@@ -57,11 +57,12 @@ def yardstick_s() -> float:
     return time.perf_counter() - t0
 
 
-def cli_run() -> tuple[float, float]:
-    """(wall seconds, peak RSS GB of the child) of the issue's 1M-request command with --out."""
+def cli_run(args=CLI) -> tuple[float, float]:
+    """(wall seconds, peak RSS GB of the child) of the issue's 1M-request command with --out (`args`: another
+    arrival rate). The peak is the largest of this process's children so far (getrusage)."""
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "simulator.apps.cli", *CLI, "--out", f"{d}/out"], check=True,
+        subprocess.run([sys.executable, "-m", "simulator.apps.cli", *args, "--out", f"{d}/out"], check=True,
                        capture_output=True)
         wall = time.perf_counter() - t0
     return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9
@@ -72,6 +73,8 @@ def main() -> None:
     p.add_argument("--n", type=int, default=100_000, help="requests per load (default 100k)")
     p.add_argument("--factors", default="0.5,1,2,4", help="loads as multiples of the saturated rate")
     p.add_argument("--cli", action="store_true", help="also time the issue's 1M-request CLI command")
+    p.add_argument("--cli-loads", default="", help="also the 1M-request CLI command at these multiples of the "
+                   "saturated rate (e.g. 0.5,2,4: the issue's 'the same at 0.5x, 2x and 4x load')")
     p.add_argument("--strict", action="store_true", help="exit 1 when a load costs over 2x the lightest per request")
     a = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
@@ -94,6 +97,11 @@ def main() -> None:
         wall, peak = cli_run()
         print(f"CLI: simulate {' '.join(CLI)} --out DIR: {wall:.1f} s wall (bound 30 s), peak RSS {peak:.2f} GB "
               f"(bound 1 GB); machine yardstick (python -c '{YARDSTICK}') {y:.2f} s = {wall / y:.0f} yardsticks")
+    for f in (float(x) for x in a.cli_loads.split(",") if x):
+        args = ("--trace", TRACE.format(rate=round(f * sat), n=1_000_000), *CLI[2:])
+        wall, peak = cli_run(args)
+        print(f"CLI at {f:g}x ({round(f * sat)} req/s), 1M requests, --out: {wall:.1f} s wall (bound 30 s), "
+              f"peak RSS so far {peak:.2f} GB")
     if a.strict and max(ratios.values()) > 2.0:
         sys.exit(1)
 

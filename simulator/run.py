@@ -241,7 +241,8 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     res = simulate(wl, spec, hw, cfg, prof, progress=tick)
     if tick is not None:
         tick.flush()
-    req, steps = res.requests.frame(), res.steps.frame()
+    steps = res.steps.frame(final=True)  # (first, its rows released: a lower peak before the requests' frame)
+    req = res.requests.frame()
     summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
     notes = list(dict.fromkeys(e["note"] for e in res.engines if e.get("note")))
     # what the numbers rest on (perfmodel.notes, as `perfmodel estimate` says it): a profile section the run

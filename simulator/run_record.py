@@ -141,7 +141,7 @@ def peak_second(req) -> tuple[float, int]:
     return peak, int(np.rint(conc).max())
 
 
-CHUNK = 1_000_000  # request-bucket pairs evaluated at once (peak_second: ~10 arrays of this many, 8 bytes each)
+CHUNK = 250_000  # request-bucket pairs evaluated at once (peak_second: ~10 arrays of this many, 8 bytes each; 1M was ~80 MB at the peak of a 1M-request run, issue 36)
 
 
 def _count_below(x, a, d, n):

@@ -13,6 +13,9 @@ import os
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa  # (pandas' parquet engine; pandas has loaded pyarrow already, its parquet module adds ~8 ms)
+import pyarrow.parquet as pq
+
 from .metrics import time_series
 
 
@@ -148,6 +151,17 @@ def atomic_path(path):
             tmp.unlink()
 
 
+def to_parquet(df, path, chunk_rows: int = 262_144) -> None:
+    """df.to_parquet(path, index=False) with the same engine (pyarrow), converted to Arrow a chunk of rows at a
+    time: converting a 2.1M-row steps frame at once held a second copy of it (~110 MB more at the peak of a
+    1M-request run at half load; issue 36's 1 GB bound). Read back, the same frame (tests/test_results_files)."""
+    first = pa.Table.from_pandas(df.iloc[:chunk_rows], preserve_index=False)
+    with pq.ParquetWriter(path, first.schema) as w:
+        w.write_table(first)
+        for i in range(chunk_rows, len(df), chunk_rows):
+            w.write_table(pa.Table.from_pandas(df.iloc[i:i + chunk_rows], schema=first.schema, preserve_index=False))
+
+
 def write_run(out_dir, summary: dict, requests, steps, window_s: float = 10.0) -> list[Path]:
     """One run's result files in `out_dir` (created if needed), each written atomically, summary last;
     the paths written (RUN_FILES)."""
@@ -158,9 +172,9 @@ def write_run(out_dir, summary: dict, requests, steps, window_s: float = 10.0) -
     with contextlib.suppress(FileNotFoundError):  # a rerun into the same folder: no stale "complete" mark
         (out_dir / "summary.json").unlink()
     with atomic_path(out_dir / "requests.parquet") as tmp:
-        requests.to_parquet(tmp, index=False)
+        to_parquet(requests, tmp)
     with atomic_path(out_dir / "steps.parquet") as tmp:
-        steps.to_parquet(tmp, index=False)
+        to_parquet(steps, tmp)
     with atomic_path(out_dir / "timeseries.csv") as tmp:
         time_series(requests, steps, window_s).to_csv(tmp)
     with atomic_path(out_dir / "summary.json") as tmp:
