@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 from pathlib import Path
 
 import pandas as pd
@@ -201,6 +202,10 @@ def deployment_name(engines: list) -> str:
     return " / ".join(f"{m}: {n}" for m, n in names.items())
 
 
+# issue 36's 1 GB: collecting a 1M-request run's garbage before framing lowers its peak ~0.96-1.04 -> 0.89 GB
+GC_AFTER_REQUESTS = 100_000
+
+
 def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, detail: bool = False) -> Run:
     """Simulate workload `wl` as `rs` says; `progress(n)` hears of every request that ends. `framework`:
     the perfmodel Framework (None: rs.framework's preset) whose gpu_memory_utilization and
@@ -241,6 +246,8 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     res = simulate(wl, spec, hw, cfg, prof, progress=tick)
     if tick is not None:
         tick.flush()
+    if len(wl) >= GC_AFTER_REQUESTS:  # the run's simpy graph (engines, processes, step tables) is cyclic garbage
+        gc.collect()  # now: freed before the frames are built, not at some later collection (~60 ms at 1M requests)
     steps = res.steps.frame(final=True)  # (first, its rows released: a lower peak before the requests' frame)
     req = res.requests.frame()
     summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
