@@ -255,6 +255,24 @@ def stage_layers(spec, layout) -> int:
 layer_attention_s = _layer_attention_s  # (StepTable: the stage's layer count once, not per step)
 
 
+def scalar_prefill_attention(spec, layout, prof):
+    """f(pairs, kv_tokens, seqs) -> float: attention_s of a prefill-only step of Python floats, where a profile's
+    one prefill table answers it (plain attention: no MLA, sliding window or linear layers; a table at exactly
+    this head_dim; no derived bandwidth rescaling): the same calls and numbers without the array plumbing around
+    them (issue 36: prefill attention was ~10% of an overloaded run). None otherwise: attention_s."""
+    tables = getattr(prof, "prefill", None)
+    if not tables or spec.head_dim not in tables or getattr(prof, "hbm_ratio", 1.0) != 1.0 or spec.is_mla \
+            or spec.sliding_window or spec.num_linear_layers:
+        return None
+    tab, roof, layers = tables[spec.head_dim], prof.roof, stage_layers(spec, layout)
+    shards = layout.tp * layout.sp  # (heads per GPU as _layer_attention_s counts them)
+    heads, kvh, dh = spec.num_heads // shards, max(1, spec.num_kv_heads // shards), spec.head_dim
+
+    def prefill_s(pairs: float, kv_tokens: float, seqs: float) -> float:
+        return float(layers * tab.time_s(pairs, kv_tokens, seqs, heads, kvh, dh, roof)) if seqs > 0 else 0.0
+    return prefill_s
+
+
 def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework, load_share: float = 1.0) -> dict:
     """Terms of one micro-batch through the busiest pipeline stage."""
     # a CUDA-graph step runs at its captured size: every term but attention and the LM head (applied to

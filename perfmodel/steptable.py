@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from .batch import DecodeAffine, StepBatch, make_batch
-from .cost import (attention_s, dispatches_experts, layer_attention_s, routed_experts_s, seq_terms, stage_layers,
-                   step_cost, token_terms)
+from .cost import (attention_s, dispatches_experts, layer_attention_s, routed_experts_s, scalar_prefill_attention,
+                   seq_terms, stage_layers, step_cost, token_terms)
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
 
 
@@ -56,6 +56,7 @@ class StepTable:
         self._fresh = [0.0] + np.broadcast_to(fresh, L.shape).tolist()
         self._prefill_cache: dict = {}  # prefill attention by (pt, ps, pairs, pkv)
         self._layers = stage_layers(spec, layout)  # (attention_s per step without recounting them)
+        self._prefill_s = scalar_prefill_attention(spec, layout, prof)  # (a calibrated table's, or None)
 
     def routed_s(self, rank_tokens: float) -> float:
         """Routed experts of a step when the EP group's ranks hold `rank_tokens` padded tokens on average."""
@@ -95,10 +96,12 @@ class StepTable:
             if a is None:
                 if len(self._prefill_cache) > 200_000:  # bound the memory of very long runs
                     self._prefill_cache.clear()
-                # plain floats, not make_batch's 0-d arrays: the same numbers at a fraction of the cost
-                b = StepBatch(float(pt), float(ps), float(pairs), float(pkv), 0.0, 0.0)
-                a = self._prefill_cache[key] = float(self._layers * layer_attention_s(self.spec, self.layout, self.hw,
-                                                                                      b, self.prof))
+                if self._prefill_s is not None:  # one calibrated table: its lookup alone
+                    a = self._prefill_cache[key] = self._prefill_s(float(pairs), float(pkv), float(ps))
+                else:  # plain floats, not make_batch's 0-d arrays: the same numbers at a fraction of the cost
+                    b = StepBatch(float(pt), float(ps), float(pairs), float(pkv), 0.0, 0.0)
+                    a = self._prefill_cache[key] = float(self._layers * layer_attention_s(
+                        self.spec, self.layout, self.hw, b, self.prof))
             t += a
         return t
 
