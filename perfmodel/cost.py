@@ -149,12 +149,17 @@ def _any(x) -> bool:
     return bool(x) if isinstance(x, (int, float)) else bool(np.any(x))
 
 
+def _heads_per_gpu(spec, layout) -> tuple[int, int]:
+    """(query heads, KV heads) of one GPU: split over tp x sp (Ulysses), at least one KV head."""
+    shards = layout.tp * layout.sp
+    return spec.num_heads // shards, max(1, spec.num_kv_heads // shards)
+
+
 def _layer_attention_s(spec, layout, hw, batch: StepBatch, prof):
     """Attention of one layer on one GPU: all tokens of the step (after the Ulysses all-to-all),
     this GPU's heads; sliding-window layers read at most `sliding_window` keys per query."""
     shards = layout.tp * layout.sp
-    heads = spec.num_heads // shards
-    kvh = max(1, spec.num_kv_heads // shards)
+    heads, kvh = _heads_per_gpu(spec, layout)
     dh = spec.head_dim
     win_frac = spec.num_sliding_layers / spec.num_layers if spec.sliding_window else 0.0
     pairs, pkv, dkv = batch.prefill_pairs, batch.prefill_kv_tokens, batch.decode_kv_tokens
@@ -166,7 +171,7 @@ def _layer_attention_s(spec, layout, hw, batch: StepBatch, prof):
     if spec.is_mla:  # latent KV, non-absorbed prefill / absorbed decode (no SP: layout.validate refuses it)
         return mla.attention_s(spec, layout.tp, batch, pairs, pkv, dkv, hw, prof,
                                _any(batch.prefill_seqs), _any(batch.decode_seqs))
-    t = 0.0 if isinstance(batch.decode_seqs, float) else np.zeros(np.shape(batch.decode_seqs))  # (one step: a float)
+    t = np.zeros(np.shape(batch.decode_seqs))
     if _any(batch.prefill_seqs):  # (skipped for decode-only steps: the simulator's hot path)
         t = t + ops.attn_prefill_time_s(pairs, pkv, batch.prefill_seqs, heads, kvh, dh, spec.kv_dtype, hw, prof)
     if _any(batch.decode_seqs):
@@ -248,11 +253,9 @@ def attention_s(spec, layout, hw, batch: StepBatch, prof=None) -> np.ndarray:
 
 
 def stage_layers(spec, layout) -> int:
-    """Layers of the busiest pipeline stage (attention_s = this x layer_attention_s)."""
+    """Layers of the busiest pipeline stage (attention_s = this x one layer's)."""
     return sum(_stage_layers(spec, layout))
 
-
-layer_attention_s = _layer_attention_s  # (StepTable: the stage's layer count once, not per step)
 
 
 def scalar_prefill_attention(spec, layout, prof):
@@ -260,13 +263,13 @@ def scalar_prefill_attention(spec, layout, prof):
     one prefill table answers it (plain attention: no MLA, sliding window or linear layers; a table at exactly
     this head_dim; no derived bandwidth rescaling): the same calls and numbers without the array plumbing around
     them (issue 36: prefill attention was ~10% of an overloaded run). None otherwise: attention_s."""
-    tables = getattr(prof, "prefill", None)
-    if not tables or spec.head_dim not in tables or getattr(prof, "hbm_ratio", 1.0) != 1.0 or spec.is_mla \
-            or spec.sliding_window or spec.num_linear_layers:
+    if prof is None or spec.is_mla or spec.sliding_window or spec.num_linear_layers:
         return None
-    tab, roof, layers = tables[spec.head_dim], prof.roof, stage_layers(spec, layout)
-    shards = layout.tp * layout.sp  # (heads per GPU as _layer_attention_s counts them)
-    heads, kvh, dh = spec.num_heads // shards, max(1, spec.num_kv_heads // shards), spec.head_dim
+    tab = prof.prefill_table(spec.head_dim)
+    if tab is None:
+        return None
+    roof, layers, dh = prof.roof, stage_layers(spec, layout), spec.head_dim
+    heads, kvh = _heads_per_gpu(spec, layout)
 
     def prefill_s(pairs: float, kv_tokens: float, seqs: float) -> float:
         return float(layers * tab.time_s(pairs, kv_tokens, seqs, heads, kvh, dh, roof)) if seqs > 0 else 0.0

@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from .batch import DecodeAffine, StepBatch, make_batch
-from .cost import (attention_s, dispatches_experts, layer_attention_s, routed_experts_s, scalar_prefill_attention,
-                   seq_terms, stage_layers, step_cost, token_terms)
+from .cost import (attention_s, dispatches_experts, routed_experts_s, scalar_prefill_attention, seq_terms, step_cost,
+                   token_terms)
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
 
 
@@ -55,7 +55,6 @@ class StepTable:
                                                          prefill_pairs=L * (L + 1) / 2, prefill_kv_tokens=L), prof)
         self._fresh = [0.0] + np.broadcast_to(fresh, L.shape).tolist()
         self._prefill_cache: dict = {}  # prefill attention by (pt, ps, pairs, pkv)
-        self._layers = stage_layers(spec, layout)  # (attention_s per step without recounting them)
         self._prefill_s = scalar_prefill_attention(spec, layout, prof)  # (a calibrated table's, or None)
 
     def routed_s(self, rank_tokens: float) -> float:
@@ -100,8 +99,7 @@ class StepTable:
                     a = self._prefill_cache[key] = self._prefill_s(float(pairs), float(pkv), float(ps))
                 else:  # plain floats, not make_batch's 0-d arrays: the same numbers at a fraction of the cost
                     b = StepBatch(float(pt), float(ps), float(pairs), float(pkv), 0.0, 0.0)
-                    a = self._prefill_cache[key] = float(self._layers * layer_attention_s(
-                        self.spec, self.layout, self.hw, b, self.prof))
+                    a = self._prefill_cache[key] = float(attention_s(self.spec, self.layout, self.hw, b, self.prof))
             t += a
         return t
 

@@ -202,7 +202,8 @@ def deployment_name(engines: list) -> str:
     return " / ".join(f"{m}: {n}" for m, n in names.items())
 
 
-# issue 36's 1 GB: collecting a 1M-request run's garbage before framing lowers its peak ~0.96-1.04 -> 0.89 GB
+# issue 36's 1 GB: collecting a 1M-request run's garbage before framing lowers the half-load CLI's peak from
+# 0.96-1.06 GB (allocator-dependent) to 0.91 GB (benchmarks/overload_speed.py --cli-loads 0.5)
 GC_AFTER_REQUESTS = 100_000
 
 

@@ -77,6 +77,11 @@ class Profile:
             pairs, kv_tokens, seqs, heads, kv_heads, head_dim, self.roof))
         return self._hbm_share(t, kv_tokens * _kv_bytes(kv_dtype) * kv_heads * head_dim)
 
+    def prefill_table(self, head_dim):
+        """The prefill table that alone answers attn_prefill_time_s at `head_dim` (one measured at exactly that
+        head_dim, no derived bandwidth rescaling), else None (cost.scalar_prefill_attention's fast path)."""
+        return self.prefill.get(head_dim) if self.hbm_ratio == 1.0 else None
+
     def attn_decode_time_s(self, seqs, kv_tokens, heads, kv_heads, head_dim, kv_dtype: str = "bf16"):
         """Decode attention: fixed(seqs) + per_byte(seqs) * KV bytes, affine in kv_tokens, or None.
         fp8 KV halves the bytes (fit on bf16 KV: assumes the per-byte cost is bandwidth)."""

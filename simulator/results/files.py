@@ -154,7 +154,7 @@ def atomic_path(path):
 def to_parquet(df, path, chunk_rows: int = 262_144) -> None:
     """df.to_parquet(path, index=False) with the same engine (pyarrow), converted to Arrow a chunk of rows at a
     time: converting a 2.1M-row steps frame at once held a second copy of it (~110 MB more at the peak of a
-    1M-request run at half load; issue 36's 1 GB bound). Read back, the same frame (tests/test_results_files)."""
+    1M-request run at half load; issue 36's 1 GB bound). Read back, the same frame (tests/test_run_memory.py)."""
     first = pa.Table.from_pandas(df.iloc[:chunk_rows], preserve_index=False)
     with pq.ParquetWriter(path, first.schema) as w:
         w.write_table(first)

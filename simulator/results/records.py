@@ -159,7 +159,6 @@ class StepRecords:
         df["mode"] = pd.Categorical.from_codes(df["mode"].astype(int), categories=self.modes) \
             if self.modes else pd.Categorical([])
         if final:
-            del rows  # (the view pins the buffer)
             self._final, self._rows = df, _Released(len(self._rows))
             return df.copy(deep=False)
         return df
