@@ -16,9 +16,11 @@ class Framework:
     """Per-step and per-op overheads of the serving engine, and its memory settings."""
 
     # Fixed CPU work per engine step (scheduling, input preparation, sampling, detokenisation)
-    # that the GPU waits on. vLLM's synchronous loop (before 0.18 without --async-scheduling): FITTED,
-    # VLLM_SYNC_STEP_OVERHEAD_S below (its preset). SGLang and TRT-LLM: assumed ~1 ms, the gap between
-    # forward passes seen in V1 decode traces of 70B models; not fitted to any number the tests check.
+    # that the GPU waits on: exposed only by a synchronous loop. vLLM's (before 0.18 without
+    # --async-scheduling): FITTED, VLLM_SYNC_STEP_OVERHEAD_S below (its preset). A loop that schedules ahead
+    # (`schedule_ahead`: vLLM's async scheduling, SGLang's and TRT-LLM's overlap schedulers, their defaults)
+    # prepares step n+1 while the GPU runs step n, so none is exposed: 0 in their presets. SGLang and
+    # TRT-LLM with overlap off: SYNC_STEP_OVERHEAD_S (assumed, not fitted).
     step_overhead_s: float = 1.0e-3
     # Host cost of an op issued outside CUDA graphs, which the GPU waits on when its own work is
     # short (decode). Used only for Ulysses all-to-alls (ArcticInference runs SP steps eagerly).
@@ -118,6 +120,13 @@ TOKENIZE_S_PER_TOKEN = {"text": 1.5e-6, "random": 3.0e-6}
 # fit_step_overhead.py` on the TPOT of the 93 H100 vLLM 0.12.0 Qwen3-32B aiperf rows (the only synchronous vLLM
 # rows; docs/fidelity.md gives the sweep and the held-out check). `simulate` and `simulate validate` both read it.
 VLLM_SYNC_STEP_OVERHEAD_S = 2.0e-3
+# Host time per step of SGLang's and TRT-LLM's loops with their overlap schedulers off (--disable-overlap-schedule,
+# disable_overlap_scheduler): assumed ~1 ms, the gap between forward passes seen in V1 decode traces of 70B models;
+# not fitted. With overlap on (their default) the host's step work runs while the GPU runs the previous step and
+# none is exposed, as with vLLM's async scheduling (VLLM_ASYNC_DEFAULT_FROM): 0 in their presets. (Until issue 37's
+# fidelity pass the presets charged this 1 ms under overlap too: every TRT-LLM and SGLang decode step 1 ms slow,
+# e.g. TRT-LLM gpt-oss-120b H200 TPOT bias +18.7%; docs/fidelity.md.)
+SYNC_STEP_OVERHEAD_S = 1.0e-3
 
 # vLLM's default capture sizes: [1, 2, 4] + every 8 to 248 + every 16 from 256 to 512 (vllm/config/vllm.py
 # _set_cudagraph_sizes, 0.11.2 lines 847-875; 512 = min(2 x max_num_seqs, 512) with 1024 seqs on H100)
@@ -139,9 +148,9 @@ FRAMEWORKS = {
     "vllm": DEFAULT_FRAMEWORK,
     "sglang": Framework(name="sglang", gpu_memory_utilization=1.0, reserve_bytes=9.5 * GiB, reserve_per_tp_bytes=0.5 * GiB,
                         cuda_graph_sizes=SGLANG_CUDA_GRAPH_SIZES, cuda_graph_decode_only=True, schedule_ahead=True,
-                        tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
+                        step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
     "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True, schedule_ahead=True,
-                        tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
+                        step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
 }
 
 
@@ -239,15 +248,17 @@ def with_deployment(fw: Framework, moe_kernel: str | None = None, moe_a2a_call_u
 
 
 def with_async(fw: Framework, on: bool | None, step_overhead_ms: float | None = None) -> Framework:
-    """`fw` with its loop scheduling ahead or not (`--async-scheduling on|off`; None keeps fw's). For vLLM
-    the step overhead follows, as between its versions (framework_preset): async hides the host time of a
-    step (0 ms), sync exposes it (the default 1 ms); an explicit --step-overhead-ms wins. TRT-LLM's and
-    SGLang's overlap switches change only when a request can join."""
+    """`fw` with its loop scheduling ahead or not (`--async-scheduling on|off`; None keeps fw's): when a request
+    can join, and the step overhead with it, as between vLLM's versions (framework_preset): scheduling ahead
+    hides the host time of a step (0 ms), a synchronous loop exposes it (vLLM: VLLM_SYNC_STEP_OVERHEAD_S,
+    fitted; SGLang and TRT-LLM with overlap off: SYNC_STEP_OVERHEAD_S, assumed); an explicit
+    --step-overhead-ms wins."""
     if on is None:
         return fw
     changes = {"schedule_ahead": bool(on)}
-    if fw.name == "vllm" and step_overhead_ms is None:
-        changes["step_overhead_s"] = 0.0 if on else DEFAULT_FRAMEWORK.step_overhead_s
+    if step_overhead_ms is None:
+        sync_s = VLLM_SYNC_STEP_OVERHEAD_S if fw.name == "vllm" else SYNC_STEP_OVERHEAD_S
+        changes["step_overhead_s"] = 0.0 if on else sync_s
     return dataclasses.replace(fw, **changes)
 
 

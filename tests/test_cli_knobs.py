@@ -179,5 +179,17 @@ def test_simulate_async_scheduling_knob_is_recorded_and_moves_the_step(capsys):
     both = _sim(capsys, "--async-scheduling", "on", "--step-overhead-ms", "0.5")
     assert (both["async_scheduling"], both["step_overhead_ms"]) == (True, 0.5)
     assert _sim(capsys, "--framework", "sglang")["async_scheduling"] is True
-    off = _sim(capsys, "--framework", "trtllm", "--async-scheduling", "off")
-    assert off["async_scheduling"] is False and off["step_overhead_ms"] == 1.0  # TRT-LLM's overhead untouched
+
+
+@pytest.mark.parametrize("framework", ["sglang", "trtllm"])
+def test_overlap_schedulers_hide_the_host_step_time(capsys, framework):
+    """SGLang's and TRT-LLM's overlap schedulers (their default) prepare step n+1 while step n runs: no host time
+    per step is exposed (0 ms, as vLLM's async scheduling); with overlap off the assumed 1 ms
+    (SYNC_STEP_OVERHEAD_S) adds to every step. Regression (issue 37): their presets charged 1 ms under overlap."""
+    on = _sim(capsys, "--framework", framework)
+    off = _sim(capsys, "--framework", framework, "--async-scheduling", "off")
+    assert (on["async_scheduling"], on["step_overhead_ms"]) == (True, 0.0)
+    assert (off["async_scheduling"], off["step_overhead_ms"]) == (False, 1.0)
+    assert off["median_tpot_ms"] - on["median_tpot_ms"] == pytest.approx(1.0, abs=0.05)  # light load: a step a token
+    kept = _sim(capsys, "--framework", framework, "--async-scheduling", "off", "--step-overhead-ms", "0.25")
+    assert kept["step_overhead_ms"] == 0.25  # an explicit value wins

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from perfmodel.framework import DEFAULT_FRAMEWORK, FRAMEWORKS, MOE_KERNELS
+from perfmodel.framework import DEFAULT_FRAMEWORK, MOE_KERNELS, SYNC_STEP_OVERHEAD_S
 from simulator.engine.config import FRAMEWORK_ENGINE
 
 
@@ -22,15 +22,16 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
                    f"(weights, activations, KV), as vLLM's flag; default {DEFAULT_FRAMEWORK.gpu_memory_utilization}")
     p.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits on "
                    f"(scheduling, sampling); default: vLLM's synchronous loop {1e3 * DEFAULT_FRAMEWORK.step_overhead_s:g} "
-                   "(fitted: perfmodel/framework.py), 0 where vLLM schedules ahead, SGLang and TRT-LLM "
-                   f"{1e3 * FRAMEWORKS['sglang'].step_overhead_s:g}")
+                   "(fitted: perfmodel/framework.py), 0 where the loop schedules ahead (vLLM's async scheduling, "
+                   f"SGLang's and TRT-LLM's overlap schedulers), SGLang and TRT-LLM with overlap off "
+                   f"{1e3 * SYNC_STEP_OVERHEAD_S:g}")
     p.add_argument("--tokenize-us-per-token", type=float, help="the serving front end's tokenization time per "
                    "prompt token, before an engine sees a request (one thread, requests in arrival order; counted "
                    f"in TTFT); default {1e6 * DEFAULT_FRAMEWORK.tokenize_s_per_token:g} (measured: "
                    "benchmarks/measure_tokenizer.py); 0: no front end (a request reaches its engine when sent)")
     p.add_argument("--async-scheduling", choices=("on", "off"), help="the engine schedules step n+1 while step n "
                    "runs (vLLM's --async-scheduling; TRT-LLM's and SGLang's overlap schedulers): a request reaching "
-                   "a busy engine joins the step after next; vLLM hides its step overhead (0 ms). Default: the "
+                   "a busy engine joins the step after next, and the host's step work is hidden (0 ms step overhead). Default: the "
                    "framework's (on for SGLang, TRT-LLM and vLLM >= 0.18)")
     p.add_argument("--moe-kernel", choices=[k for k in MOE_KERNELS if k], help="a non-default fused-MoE kernel family: marlin = "
                    "vLLM's VLLM_MXFP4_USE_MARLIN=1 (W4A16 Marlin for mxfp4 on Hopper; default: the framework's)")
