@@ -85,3 +85,29 @@ def test_batch_position_by_admission_number_matches_a_scan():
             out.append(b.pop_tail().pos)
         for pos in b.idx:
             assert b.index(pos) == b.idx.index(pos)
+
+
+def test_completion_order_is_the_key_then_position_order():
+    """The completion heap holds (key, position) as one int (issue 36: int comparisons): `finished` reports the
+    requests a tuple heap of (output - generated, position) would, after decodes that finish some, in ascending
+    batch position, and `first_completion` is the smallest remaining output; a position past 2**32 is refused."""
+    rng = np.random.default_rng(11)
+    b = RunningBatch(16)
+    outs = {}
+    for pos in rng.permutation(300).tolist():
+        outs[pos] = int(rng.integers(1, 40))
+        b.append(pos, int(rng.integers(1, 100)), outs[pos], 0, 0)
+    b.set(0, b.prompt[0], 1)  # (one request past its prompt: a new key pushed, the old entry stale)
+    outs[b.idx[0]] -= 1
+    done_at = 0
+    while len(b):
+        assert b.first_completion() == min(outs[p] for p in b.idx) - done_at
+        k = b.first_completion()
+        b.decode(k)
+        done_at += k
+        fin = b.finished()
+        want = sorted(i for i, p in enumerate(b.idx) if outs[p] == done_at)
+        assert fin == want and fin  # ascending positions, every request whose output is done
+        b.remove(fin)
+    with pytest.raises(ValueError, match="outside"):
+        b.append(2**32, 10, 10, 0, 0)

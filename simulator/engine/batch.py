@@ -25,6 +25,10 @@ from typing import NamedTuple
 import numpy as np
 
 COLUMNS = ("idx", "prompt", "output", "computed", "generated", "blocks")
+# a completion-order entry is one int, key x POS_SPAN + position: ordered as the tuple (key, position) for positions
+# in [0, POS_SPAN), compared at int speed (issue 36: tuple comparisons in heappop were ~6% of an overloaded run)
+POS_BITS = 32
+POS_SPAN, POS_MASK = 1 << POS_BITS, (1 << POS_BITS) - 1
 
 
 def blocks_for(tokens, block_size: int):
@@ -63,8 +67,8 @@ class RunningBatch:
         self.decoding = True
         self.lead = 0  # batch positions [0, lead) decode next: generated > 0 and one token wanted (grow_lead)
         self.own: list = []  # KV blocks each request holds through the prefix cache (not its own)
-        # completion order: a heap of (output - gbase, position) — a request finishes when the clock
-        # reaches its key — with stale entries (key changed, request gone) dropped when they surface
+        # completion order: a heap of (output - gbase, position) as one int (POS_SPAN) — a request finishes when
+        # the clock reaches its key — with stale entries (key changed, request gone) dropped when they surface
         self._left: list = []
         self._key: dict = {}  # position in the workload -> its current key
         # admission numbers, increasing along the running order (requests join at the tail and leave in place),
@@ -114,25 +118,30 @@ class RunningBatch:
     def first_completion(self) -> int:
         """All-decode steps until the first request completes: min(output - generated)."""
         heap, key = self._left, self._key
-        while key.get(heap[0][1]) != heap[0][0]:
+        while key.get(heap[0] & POS_MASK) != heap[0] >> POS_BITS:
             heapq.heappop(heap)
-        return heap[0][0] - self.clock
+        return (heap[0] >> POS_BITS) - self.clock
 
     def finished(self, exclude=()) -> list:
         """Batch positions (ascending) of requests with every output token sampled, less those in
         `exclude` (requests whose step the caller judges itself, e.g. prompts still in prefill)."""
-        heap, key, d, out, keep = self._left, self._key, self.clock, [], []
-        while heap and heap[0][0] <= d:
-            entry = heapq.heappop(heap)
-            if key.get(entry[1]) == entry[0]:  # (stale entries are dropped)
-                i = self.index(entry[1])
-                if i in exclude:
+        heap, key, out, keep = self._left, self._key, [], []
+        seq, seq_of, pop = self._seq, self._seq_of, heapq.heappop
+        bound = (self.clock + 1) * POS_SPAN  # entries of keys <= the clock
+        while heap and heap[0] < bound:
+            entry = pop(heap)
+            pos = entry & POS_MASK
+            if key.get(pos) == entry >> POS_BITS:  # (stale entries are dropped)
+                i = bisect.bisect_left(seq, seq_of[pos])  # (self.index, inline: once per completion)
+                if exclude and i in exclude:
                     keep.append(entry)
                 else:
                     out.append(i)
         for entry in keep:  # not judged here: still in the order
             heapq.heappush(heap, entry)
-        return sorted(out)
+        if len(out) > 1:
+            out.sort()
+        return out
 
     def index(self, pos: int) -> int:
         """Batch position of the running request `pos` (O(log batch))."""
@@ -154,10 +163,12 @@ class RunningBatch:
     def _order(self, pos: int, key: int) -> None:
         """Request `pos` finishes when the clock reaches `key` (output - gbase)."""
         self._key[pos] = key
-        heapq.heappush(self._left, (key, pos))
+        heapq.heappush(self._left, key * POS_SPAN + pos)
 
     def append(self, pos: int, prompt: int, output: int, computed: int, generated: int, own: int = 0) -> None:
         """Admit a request (at the tail), `own` of its blocks held through the prefix cache."""
+        if not 0 <= pos < POS_SPAN:
+            raise ValueError(f"request position {pos} outside [0, 2**{POS_BITS}): the completion order cannot hold it")
         self.idx.append(pos)
         self._seq.append(self._next_seq)
         self._seq_of[pos] = self._next_seq
@@ -189,17 +200,20 @@ class RunningBatch:
     def remove(self, at: list) -> list:
         """Drop the requests at batch positions `at` (ascending); what they left (Left, in order)."""
         d, gone = self.clock, []
+        idx, prompt, output, cbase, gbase, own, seq = (self.idx, self.prompt, self.output, self.cbase, self.gbase,
+                                                       self.own, self._seq)
         for i in reversed(at):
             if i < self.lead:
                 self.lead -= 1
-            self._add(self.cbase[i] + d, -1)
-            self.used_blocks += self.own[i]
-            del self._key[self.idx[i]]
-            del self._seq_of[self.idx[i]]
-            gone.append(Left(self.idx[i], self.gbase[i] + d))
-            for col in (self.idx, self.prompt, self.output, self.cbase, self.gbase, self.own, self._seq):
-                del col[i]
-        gone.reverse()
+            self._add(cbase[i] + d, -1)
+            self.used_blocks += own[i]
+            pos = idx[i]
+            del self._key[pos]
+            del self._seq_of[pos]
+            gone.append(Left(pos, gbase[i] + d))
+            del idx[i], prompt[i], output[i], cbase[i], gbase[i], own[i], seq[i]  # (no tuple of columns per request)
+        if len(gone) > 1:
+            gone.reverse()
         return gone
 
     def grow_lead(self) -> int:

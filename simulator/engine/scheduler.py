@@ -135,14 +135,17 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
            decode_running: bool = False, cache=None, reserved: int = 0, decoders: int = 0) -> Schedule | None:
     """Admit waiting requests into `left` tokens and `free` blocks, of which `reserved` are claimed
     by running requests (reserved_blocks); None if none fits."""
-    cols, toks, whole = [], [], True
     bs, room = lim.block_size, lim.max_seqs - n_running
+    if left <= 0 or room <= 0:  # (no request can join: the common case of a full batch under overload)
+        return None
+    cols, toks, whole = [], [], True
     rule = lim.reserve
-    taken: set = set()  # unreferenced cache entries an earlier admission of this step takes
+    taken: set = set() if cache is not None else None  # unreferenced cache entries an earlier admission takes
+    inputs, generated = req.input_tokens, req.generated
     for pos in _order(waiting, req, lim):
         if left <= 0 or len(cols) >= room:
             break
-        prompt, gen = int(req.input_tokens[pos]), int(req.generated[pos])
+        prompt, gen = int(inputs[pos]), int(generated[pos])
         hit, cost = 0, 0
         if cache is not None:
             found = cache.hit(pos)
@@ -181,7 +184,8 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
     (an engine draining for a policy). `cache`: the engine's PrefixCache (read only), or None.
     `ratio`: SGLang's new_token_ratio of this step (reserve "sglang" only)."""
     n = len(batch)
-    reserved = reserved_blocks(batch, lim, ratio) if admit and waiting else 0
+    # (the vLLM rules reserve nothing: no call per step for them)
+    reserved = reserved_blocks(batch, lim, ratio) if admit and waiting and lim.reserve in ("request", "sglang") else 0
     if admit and waiting and lim.prefill_first:
         got = _admit([0] * n, n, waiting, req, lim, lim.budget, free_blocks, cache=cache, reserved=reserved)
         if got is not None:
