@@ -315,5 +315,6 @@ def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEF
     else:
         terms = _stage_s(spec, layout, hw, batch, prof, fw, load_share)
     terms["overhead"] = terms["overhead"] + np.where(batch.tokens > 0, fw.step_overhead_s, 0.0) \
-        + hw.host_prefill_seq_s * batch.prefill_seqs  # (a CPU reference loop's; 0 on GPUs)
+        + hw.host_prefill_seq_s * batch.prefill_seqs \
+        + fw.seq_overhead_s * (batch.prefill_seqs + batch.decode_seqs)  # (host_prefill_seq_s: a CPU loop's, 0 on GPUs)
     return StepCost(terms)

@@ -82,6 +82,14 @@ class Framework:
     # deployment's measurements fix it. Fitted value for SGLang 0.5.8 PD under Dynamo: SGLANG_PD_HANDOFF_S
     # (simulator/apps/validate/harness.py; fitted, mechanism not identified: docs/fidelity.md).
     pd_handoff_s: float = 0.0
+    # Seconds per sequence in a step (prompt chunks and decodes alike) on top of the step's kernels and step_overhead_s,
+    # in every loop: 0 unless a deployment sets it (--seq-overhead-us). A lead, not a default: the aiperf rows'
+    # measured - replayed TPOT grows with the running sequences, ~6-47 us a sequence by framework (docs/fidelity.md,
+    # open residuals; benchmarks/fit_seq_overhead.py sweeps it); its mechanism (host work past what an overlap loop
+    # hides, or per-sequence GPU work such as sampling) is not identified. Constant within a decode stretch (its
+    # sequences are fixed), so the closed form stays affine in keys. (SiDP's per-layer split, perfmodel/sidp.py,
+    # takes only step_overhead_s off a step: a set value counts there as layer compute.)
+    seq_overhead_s: float = 0.0
     # Seconds per prompt token of the serving front end's tokenizer, before the engine sees a request (and
     # after the client's TTFT clock started). vLLM, SGLang and TRT-LLM tokenize in one thread of their API
     # server with Hugging Face `tokenizers` (docs/frameworks.md, "Front end"); requests queue for it in
@@ -101,7 +109,7 @@ class Framework:
             raise ValueError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         for f in ("step_overhead_s", "eager_op_overhead_s", "misc_kernel_floor_s", "reserve_bytes",
                   "reserve_per_tp_bytes", "moe_a2a_call_s", "pd_handoff_s", "tokenize_s_per_token",
-                  "tokenize_batch_wait_s"):
+                  "tokenize_batch_wait_s", "seq_overhead_s"):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f}={getattr(self, f)} must be >= 0")
         if self.tokenize_max_batch < 1:
@@ -229,16 +237,17 @@ MOE_KERNELS = ("", "marlin")  # Framework.moe_kernel: the default family, or vLL
 
 
 def with_deployment(fw: Framework, moe_kernel: str | None = None, moe_a2a_call_us: float | None = None,
-                    pd_handoff_ms: float | None = None) -> Framework:
+                    pd_handoff_ms: float | None = None, seq_overhead_us: float | None = None) -> Framework:
     """`fw` with a deployment's settings that are not the framework's defaults (--moe-kernel,
-    --moe-a2a-call-us, --pd-handoff-ms; None keeps fw's): one line naming a bad value."""
+    --moe-a2a-call-us, --pd-handoff-ms, --seq-overhead-us; None keeps fw's): one line naming a bad value."""
     changes = {}
     if moe_kernel is not None:
         if moe_kernel not in MOE_KERNELS:
             raise ValueError(f"moe_kernel={moe_kernel!r}: one of {', '.join(repr(k) for k in MOE_KERNELS)}")
         changes["moe_kernel"] = moe_kernel
     for name, v, field, scale in (("moe_a2a_call_us", moe_a2a_call_us, "moe_a2a_call_s", 1e6),
-                                  ("pd_handoff_ms", pd_handoff_ms, "pd_handoff_s", 1e3)):
+                                  ("pd_handoff_ms", pd_handoff_ms, "pd_handoff_s", 1e3),
+                                  ("seq_overhead_us", seq_overhead_us, "seq_overhead_s", 1e6)):
         if v is None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):

@@ -119,7 +119,7 @@ class StepTable:
                                    self.prof, self.fw, load_share=share).total_s)
         m = max(1, min(self.pp, ps + dn))
         return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m, rank_tokens) + self.fw.step_overhead_s \
-            + self.hw.host_prefill_seq_s * ps
+            + self.hw.host_prefill_seq_s * ps + self.fw.seq_overhead_s * (ps + dn)
 
     def step_s(self, agg, rank_tokens=None) -> float:
         """Seconds of one step of aggregates `agg` (a perfmodel.batch.StepAgg), read by name."""
@@ -134,7 +134,7 @@ class StepTable:
             return DecodeAffine(t0, (self.time_s(dn=dn, dkv=1e6 * dn, rank_tokens=rank_tokens) - t0) / (1e6 * dn))
         m = max(1, min(self.pp, dn))
         t0 = self._micro(0, 0, 0, 0, dn, 0.0, m, rank_tokens)  # (evaluated once: c0 and c1 both need it)
-        c0 = self.pp * t0 + self.fw.step_overhead_s
+        c0 = self.pp * t0 + self.fw.step_overhead_s + self.fw.seq_overhead_s * dn
         c1 = self.pp * (self._micro(0, 0, 0, 0, dn, 1.0 * dn, m, rank_tokens) - t0) / dn
         return DecodeAffine(c0, c1)
 

@@ -103,6 +103,7 @@ class RunSpec:
     moe_kernel: str | None = None
     moe_a2a_call_us: float | None = None
     pd_handoff_ms: float | None = None
+    seq_overhead_us: float | None = None  # None: the framework's (0); Framework.seq_overhead_s says what it is
     # serving framework (vllm, sglang, trtllm): its scheduler (engine.scheduler) and memory rule/loop
     # (perfmodel.framework.FRAMEWORKS). None: the engine's scheduler says which
     framework: str | None = None
@@ -118,7 +119,8 @@ class RunSpec:
             SpecDecode(self.mtp, self.mtp_acceptance if self.mtp_acceptance is not None else MTP_ACCEPTANCE)  # bounds
         if self.ssm_dtype is not None and self.ssm_dtype not in SSM_DTYPE_BYTES:
             raise ValueError(f"ssm_dtype={self.ssm_dtype!r} not one of {sorted(SSM_DTYPE_BYTES)}")
-        with_deployment(DEFAULT_FRAMEWORK, self.moe_kernel, self.moe_a2a_call_us, self.pd_handoff_ms)  # or one line
+        with_deployment(DEFAULT_FRAMEWORK, self.moe_kernel, self.moe_a2a_call_us, self.pd_handoff_ms,
+                        self.seq_overhead_us)  # or one line
         if self.hbm_gb is not None and (isinstance(self.hbm_gb, bool) or not isinstance(self.hbm_gb, (int, float))
                                         or not 0 < self.hbm_gb < float("inf")):
             raise ValueError(f"hbm_gb={self.hbm_gb!r} must be a finite number > 0 (GB the driver reports per GPU)")
@@ -234,7 +236,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     if rs.ssm_dtype is not None and spec.num_linear_layers:  # (a dense model has no recurrent state to set)
         spec = dataclasses.replace(spec, linear_state_bytes=SSM_DTYPE_BYTES[rs.ssm_dtype])
     check_kv_dtype(rs.kv_dtype, hw, framework.name)
-    framework = with_deployment(framework, rs.moe_kernel, rs.moe_a2a_call_us, rs.pd_handoff_ms)
+    framework = with_deployment(framework, rs.moe_kernel, rs.moe_a2a_call_us, rs.pd_handoff_ms, rs.seq_overhead_us)
     framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms,
                                       rs.tokenize_us_per_token), rs.async_scheduling, rs.step_overhead_ms)
     framework = for_hardware(framework, hw)

@@ -92,6 +92,7 @@ def test_bad_knob_values_stop_with_one_line(capsys, flag, value, needle):
     ("--hbm-gb", "inf", "hbm_gb=inf must be a finite number > 0"),
     ("--moe-a2a-call-us", "nan", "moe_a2a_call_us=nan must be a finite number >= 0"),
     ("--pd-handoff-ms", "-5", "pd_handoff_ms=-5.0 must be a finite number >= 0"),
+    ("--seq-overhead-us", "-3", "seq_overhead_us=-3.0 must be a finite number >= 0"),
 ])
 def test_bad_deployment_values_stop_with_one_line(capsys, flag, value, needle):
     """The deployment flags `simulate validate` writes into its rows' commands (issue 37) refuse bad values in
@@ -193,3 +194,11 @@ def test_overlap_schedulers_hide_the_host_step_time(capsys, framework):
     assert off["median_tpot_ms"] - on["median_tpot_ms"] == pytest.approx(1.0, abs=0.05)  # light load: a step a token
     kept = _sim(capsys, "--framework", framework, "--async-scheduling", "off", "--step-overhead-ms", "0.25")
     assert kept["step_overhead_ms"] == 0.25  # an explicit value wins
+
+
+def test_seq_overhead_adds_per_sequence_per_step(capsys):
+    """--seq-overhead-us (Framework.seq_overhead_s, default 0): every sequence in a step adds it, so at light load
+    (about one sequence a step) TPOT moves by about the value, and the run spec records it."""
+    base, more = _sim(capsys), _sim(capsys, "--seq-overhead-us", "500")
+    assert more["config"]["run_spec"]["seq_overhead_us"] == 500.0
+    assert more["median_tpot_ms"] - base["median_tpot_ms"] == pytest.approx(0.5, abs=0.1)

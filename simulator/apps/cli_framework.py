@@ -40,6 +40,9 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
                    "simulator/apps/validate/harness.py DEEPEP_NORMAL_CALL_S)")
     p.add_argument("--pd-handoff-ms", type=float, help="disaggregated: KV transfer end -> first token, on top of "
                    "the modelled transfer (default 0; the fitted SGLang 0.5.8 value: harness.py SGLANG_PD_HANDOFF_S)")
+    p.add_argument("--seq-overhead-us", type=float, help="microseconds each sequence in a step (prompt chunk or "
+                   "decode) adds to the step, on top of its kernels and the step overhead "
+                   "(default 0; a lead, not fitted: docs/fidelity.md, benchmarks/fit_seq_overhead.py)")
     p.add_argument("--hbm-gb", type=float, help="memory per GPU in GB as the driver reports it (engines size their "
                    "KV by it; default: the hardware preset's datasheet figure)")
 
@@ -50,4 +53,5 @@ def framework_fields(args) -> dict:
                 tokenize_us_per_token=args.tokenize_us_per_token,
                 async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
                 framework=args.framework, framework_version=args.framework_version, moe_kernel=args.moe_kernel,
-                moe_a2a_call_us=args.moe_a2a_call_us, pd_handoff_ms=args.pd_handoff_ms, hbm_gb=args.hbm_gb)
+                moe_a2a_call_us=args.moe_a2a_call_us, pd_handoff_ms=args.pd_handoff_ms,
+                seq_overhead_us=args.seq_overhead_us, hbm_gb=args.hbm_gb)
