@@ -8,6 +8,7 @@ are printed held out at 0 and at the best value. Usage: python benchmarks/fit_se
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -38,8 +39,6 @@ def _tpot(done: list) -> tuple[float, float, int]:
 
 
 def main() -> None:
-    import argparse
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     h100 = e2e_h100_csv()
     ap.add_argument("--measurements", nargs="+", default=[str(h100), str(h100.with_name("silicon_h200_sxm.csv"))])

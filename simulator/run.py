@@ -89,7 +89,7 @@ class RunSpec:
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     gpu_memory_utilization: float | None = None  # None: the framework's (vLLM's 0.9)
-    step_overhead_ms: float | None = None  # None: the framework's (perfmodel/framework.py says why: 0 when its loop schedules ahead)
+    step_overhead_ms: float | None = None  # None: the framework's (0 when its loop schedules ahead: framework.py)
     # None: the framework's front-end tokenization per prompt token (perfmodel/framework.py, measured); 0: none
     tokenize_us_per_token: float | None = None
     # the framework's loop schedules step n+1 while step n runs (vLLM --async-scheduling; TRT-LLM's and

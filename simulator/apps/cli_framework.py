@@ -31,8 +31,8 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
                    "benchmarks/measure_tokenizer.py); 0: no front end (a request reaches its engine when sent)")
     p.add_argument("--async-scheduling", choices=("on", "off"), help="the engine schedules step n+1 while step n "
                    "runs (vLLM's --async-scheduling; TRT-LLM's and SGLang's overlap schedulers): a request reaching "
-                   "a busy engine joins the step after next, and the host's step work is hidden (0 ms step overhead). Default: the "
-                   "framework's (on for SGLang, TRT-LLM and vLLM >= 0.18)")
+                   "a busy engine joins the step after next, and the host's step work is hidden (0 ms step "
+                   "overhead). Default: the framework's (on for SGLang, TRT-LLM and vLLM >= 0.18)")
     p.add_argument("--moe-kernel", choices=[k for k in MOE_KERNELS if k], help="a non-default fused-MoE kernel family: marlin = "
                    "vLLM's VLLM_MXFP4_USE_MARLIN=1 (W4A16 Marlin for mxfp4 on Hopper; default: the framework's)")
     p.add_argument("--moe-a2a-call-us", type=float, help="host cost of each MoE dispatch / combine whose EP group "

@@ -127,21 +127,19 @@ class RunningBatch:
         """Batch positions (ascending) of requests with every output token sampled, less those in
         `exclude` (requests whose step the caller judges itself, e.g. prompts still in prefill)."""
         heap, key, out, keep = self._left, self._key, [], []
-        seq, seq_of, pop = self._seq, self._seq_of, heapq.heappop
         bound = (self.clock + 1) * POS_SPAN  # entries of keys <= the clock
         while heap and heap[0] < bound:
-            entry = pop(heap)
+            entry = heapq.heappop(heap)
             pos = entry & POS_MASK
             if key.get(pos) == entry >> POS_BITS:  # (stale entries are dropped)
-                i = bisect.bisect_left(seq, seq_of[pos])  # (self.index, inline: once per completion)
-                if exclude and i in exclude:
+                i = self.index(pos)
+                if i in exclude:
                     keep.append(entry)
                 else:
                     out.append(i)
         for entry in keep:  # not judged here: still in the order
             heapq.heappush(heap, entry)
-        if len(out) > 1:
-            out.sort()
+        out.sort()
         return out
 
     def index(self, pos: int) -> int:
@@ -212,9 +210,8 @@ class RunningBatch:
             del self._key[pos]
             del self._seq_of[pos]
             gone.append(Left(pos, gbase[i] + d))
-            del idx[i], prompt[i], output[i], cbase[i], gbase[i], own[i], seq[i]  # (no tuple of columns per request)
-        if len(gone) > 1:
-            gone.reverse()
+            del idx[i], prompt[i], output[i], cbase[i], gbase[i], own[i], seq[i]
+        gone.reverse()
         return gone
 
     def grow_lead(self) -> int:

@@ -184,8 +184,7 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
     (an engine draining for a policy). `cache`: the engine's PrefixCache (read only), or None.
     `ratio`: SGLang's new_token_ratio of this step (reserve "sglang" only)."""
     n = len(batch)
-    # (the vLLM rules reserve nothing: no call per step for them)
-    reserved = reserved_blocks(batch, lim, ratio) if admit and waiting and lim.reserve in ("request", "sglang") else 0
+    reserved = reserved_blocks(batch, lim, ratio) if admit and waiting else 0
     if admit and waiting and lim.prefill_first:
         got = _admit([0] * n, n, waiting, req, lim, lim.budget, free_blocks, cache=cache, reserved=reserved)
         if got is not None:
