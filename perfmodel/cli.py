@@ -14,7 +14,7 @@ import sys
 from .calibration.args import add_calibrate_args, add_validate_args
 from .cliutil import DefaultsHelp, run_cli
 from .framework import DEFAULT_FRAMEWORK, FRAMEWORKS
-from .formats import KV_CHOICES
+from .formats import FP8_SCALES, KV_CHOICES
 from .hardware import hardware_names, load_hardware
 from .knobs import SHIFT_THRESHOLD_TOKENS
 from .layout import LayoutError
@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "config declares one, e.g. gpt-oss mxfp4, DeepSeek fp8, Kimi-K2.5 int4; else fp8 where the hardware has fp8, "
                    "else bf16)")
     e.add_argument("--kv-dtype", default="bf16", choices=KV_CHOICES, help="KV cache dtype (docs/hardware.md)")
+    e.add_argument("--fp8-scales", choices=FP8_SCALES, help="fp8 activation scales (default: the config's; "
+                   "docs/calibration.md)")
     e.add_argument("--input", type=int, default=4096, help="input tokens per request")
     e.add_argument("--output", type=int, default=250, help="output tokens per request")
     e.add_argument("--max-model-len", type=int, help="longest request (default: the model's, as vLLM derives it; "

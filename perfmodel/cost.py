@@ -116,27 +116,28 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, r
     d, dh, wd = spec.hidden_size, spec.head_dim, spec.dense_weight_dtype  # (routed experts: spec.weight_dtype)
     wa, wo = spec.attn_weight_dtype, spec.o_proj_weight_dtype  # attention projections (modelspec)
     n_loc = padded_tokens(tokens, sp) / sp
+    st = spec.fp8_scales == "static" and fw.own_fp8_gemm_table  # no compute-scale pass (calibration/fp8_scale.py)
     if spec.is_mla:  # q_a/kv_a replicated, q_b/o over heads (kv_b: in attention, perfmodel/mla.py)
         q_tp, kv_tp = mla.ew_widths(spec, tp)
-        gemm = mla.proj_gemm_s(spec, tp, n_loc, hw, prof)
+        gemm = mla.proj_gemm_s(spec, tp, n_loc, hw, prof, st)
     else:
         q_tp = spec.num_heads // tp * dh
         kv_tp = max(1, spec.num_kv_heads // tp) * dh
         gate = q_tp if spec.attn_output_gate else 0  # (Qwen3-Next / 3.5: q_proj also emits the output gate)
-        gemm = (ops.gemm_time_s(n_loc, q_tp + gate + 2 * kv_tp, d, wa, hw, prof)
-                + ops.gemm_time_s(n_loc, d, q_tp, wo, hw, prof))
+        gemm = (ops.gemm_time_s(n_loc, q_tp + gate + 2 * kv_tp, d, wa, hw, prof, static_scales=st)
+                + ops.gemm_time_s(n_loc, d, q_tp, wo, hw, prof, static_scales=st))
         if spec.num_linear_layers:  # hybrid: the mean over the full and the Gated DeltaNet layers
-            gemm = hybrid_mean(spec, gemm, linear_attn.proj_gemm_s(spec, tp, n_loc, hw, prof))
+            gemm = hybrid_mean(spec, gemm, linear_attn.proj_gemm_s(spec, tp, n_loc, hw, prof, st))
     if moe:
         gemm = gemm + ops.gemm_time_s(n_loc, spec.num_experts, d, "bf16", hw, prof)  # router
         if routed:
             gemm = gemm + _expert_gemm_s(spec, layout, hw, n_loc, prof, fw)
-        if spec.shared_expert_size:
-            f = spec.shared_expert_size / tp
-            gemm = gemm + ops.gemm_time_s(n_loc, 2 * f, d, wd, hw, prof) + ops.gemm_time_s(n_loc, d, f, wd, hw, prof)
+        f = spec.shared_expert_size / tp
     else:
         f = spec.dense_ffn_width / tp
-        gemm = gemm + ops.gemm_time_s(n_loc, 2 * f, d, wd, hw, prof) + ops.gemm_time_s(n_loc, d, f, wd, hw, prof)
+    if f:  # the dense FFN, or the shared expert
+        gemm = (gemm + ops.gemm_time_s(n_loc, 2 * f, d, wd, hw, prof, static_scales=st)
+                + ops.gemm_time_s(n_loc, d, f, wd, hw, prof, static_scales=st))
     # norms (2 x read+write n*d), rotary (q, k), SiLU*mul (read 2f write f), residual adds, KV write
     f_tp = (spec.dense_ffn_width if not moe else spec.intermediate_size * spec.experts_per_token) / tp
     ew_bytes = n_loc * ACT_BYTES * (8 * d + 3 * f_tp + 2 * (q_tp + kv_tp))

@@ -61,7 +61,7 @@ def estimate_rows(args, out=None) -> int:
     fw = for_hardware(with_knobs(framework_preset(args.framework, args.framework_version),
                                  args.gpu_memory_utilization, args.step_overhead_ms, args.tokenize_us_per_token), hw)
     weights = args.weights or default_weights(args.model, hw.has_fp8)  # as simulate (modelspec.default_weights)
-    spec = load_model(args.model, weights=weights, kv=args.kv_dtype)
+    spec = load_model(args.model, weights=weights, kv=args.kv_dtype, fp8_scales=getattr(args, "fp8_scales", None))
     check_kv_dtype(args.kv_dtype, hw, fw.name)
     prof = resolve_profile(hw, args.profile)
     hw, args.gpus = cluster(hw, args.nodes, args.gpus_per_node, args.gpus)  # node size used; total GPUs
@@ -101,7 +101,8 @@ def estimate_rows(args, out=None) -> int:
                 df[c] = df[c].astype("Int64")
         df.to_csv(out, index=False)
     else:
-        print(f"{spec.name} ({weights} weights, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
+        scales = ", static fp8 scales" if spec.fp8_scales == "static" and weights == "fp8" else ""
+        print(f"{spec.name} ({weights} weights{scales}, {args.kv_dtype} KV) on {args.gpus} x {hw.name}; "
               f"{args.input} in / {args.output} out; profile: {getattr(prof, 'name', None) or 'datasheet'}; "
               f"framework {args.framework}; gpu_memory_utilization {setup['gpu_memory_utilization']:g}, step overhead "
               f"{setup['step_overhead_ms']:g} ms, tokenization {setup['tokenize_us_per_token']:g} us/token", file=out)

@@ -47,6 +47,27 @@ def config_weights(cfg: dict) -> str | None:
     return CHECKPOINT_WEIGHTS.get(method)
 
 
+# How an fp8 checkpoint scales its activations (--fp8-scales; ModelSpec.fp8_scales): "dynamic", an amax per
+# tensor or token at run time (online quantisation, vLLM's Fp8Config default activation_scheme; block-scaled
+# checkpoints' per-token-group scales are costed the same), or "static", scales calibrated into the checkpoint
+# (ModelOpt FP8, quant_method fp8 with activation_scheme static): aiconfigurator's rule for its fp8_static mode
+# (sdk/models/helpers.py _infer_quant_modes_from_raw_config @095f58a5), but only where the config says so.
+FP8_SCALES = ("dynamic", "static")
+
+
+def config_fp8_scales(cfg: dict) -> str:
+    """"static" where a parsed config.json's quantization_config declares per-tensor fp8 with calibrated
+    activation scales (ModelOpt FP8; fp8 with activation_scheme static and no weight blocks), else "dynamic"."""
+    q = cfg.get("quantization_config") or (cfg.get("text_config") or {}).get("quantization_config") or {}
+    if not isinstance(q, dict):
+        return "dynamic"
+    method, algo = str(q.get("quant_method", "")).lower(), str(q.get("quant_algo", "")).upper()
+    if method == "modelopt" and algo == "FP8":
+        return "static"
+    static = method == "fp8" and str(q.get("activation_scheme", "")).lower() == "static"
+    return "static" if static and not q.get("weight_block_size") else "dynamic"
+
+
 # KV-cache formats (--kv-dtype): bf16; fp8 (e4m3, one byte an element); nvfp4 (e2m1 + an fp8 scale per 16:
 # 9/16 byte). Framework support of an nvfp4 KV cache: vLLM v0.33.0 CacheDType "nvfp4" (config/cache.py:65;
 # sm_100 runs it in trtllm-gen kernels, sm_80/90/120 in FlashAttention-2 with bf16 queries:

@@ -90,6 +90,11 @@ class Framework:
     # sequences are fixed), so the closed form stays affine in keys. (SiDP's per-layer split, perfmodel/sidp.py,
     # takes only step_overhead_s off a step: a set value counts there as layer compute.)
     seq_overhead_s: float = 0.0
+    # The profile's fp8 GEMM rows and compute-scale table are this framework's own kernels (TRT-LLM 1.3.0rc20's
+    # collection), so a checkpoint with static activation scales (ModelSpec.fp8_scales) saves the compute-scale
+    # pass on each fp8 GEMM (perfmodel/calibration/fp8_scale.py). Off elsewhere: vLLM's and SGLang's own
+    # dynamic quantization is a ~6x cheaper kernel the stand-in table does not isolate (docs/fidelity.md).
+    own_fp8_gemm_table: bool = False
     # Seconds per prompt token of the serving front end's tokenizer, before the engine sees a request (and
     # after the client's TTFT clock started). vLLM, SGLang and TRT-LLM tokenize in one thread of their API
     # server with Hugging Face `tokenizers` (docs/frameworks.md, "Front end"); requests queue for it in
@@ -158,7 +163,8 @@ FRAMEWORKS = {
                         cuda_graph_sizes=SGLANG_CUDA_GRAPH_SIZES, cuda_graph_decode_only=True, schedule_ahead=True,
                         step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
     "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True, schedule_ahead=True,
-                        step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
+                        step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"],
+                        own_fp8_gemm_table=True),
 }
 
 

@@ -34,13 +34,13 @@ def state_bytes_per_seq(spec, tp: int, layers: int) -> float:
                      + layer_shapes.linear_conv_dim(spec) / tp * (spec.linear_conv_kernel - 1) * 2.0)
 
 
-def proj_gemm_s(spec, tp: int, n_loc, hw, prof=None):
+def proj_gemm_s(spec, tp: int, n_loc, hw, prof=None, st: bool = False):
     """in_proj_qkvz, in_proj_ba and out_proj of one linear layer for n_loc tokens on one of tp GPUs."""
     d, wd = spec.hidden_size, spec.attn_weight_dtype
     hk, hv, dk, dv = spec.linear_key_heads, spec.linear_value_heads, spec.linear_key_dim, spec.linear_value_dim
-    return (ops.gemm_time_s(n_loc, (2 * hk * dk + 2 * hv * dv) / tp, d, wd, hw, prof)
-            + ops.gemm_time_s(n_loc, 2 * hv / tp, d, wd, hw, prof)
-            + ops.gemm_time_s(n_loc, d, hv * dv / tp, spec.o_proj_weight_dtype, hw, prof))
+    return (ops.gemm_time_s(n_loc, (2 * hk * dk + 2 * hv * dv) / tp, d, wd, hw, prof, static_scales=st)
+            + ops.gemm_time_s(n_loc, 2 * hv / tp, d, wd, hw, prof, static_scales=st)
+            + ops.gemm_time_s(n_loc, d, hv * dv / tp, spec.o_proj_weight_dtype, hw, prof, static_scales=st))
 
 
 def attention_s(spec, tp: int, prefill_tokens, prefill_seqs, decode_seqs, hw):

@@ -39,20 +39,21 @@ def latent_dim(spec) -> int:
     return spec.kv_elems_per_token_per_layer
 
 
-def proj_gemm_s(spec, tp: int, n_loc, hw, prof=None):
+def proj_gemm_s(spec, tp: int, n_loc, hw, prof=None, st: bool = False):
     """fused_qkv_a + q_b + o GEMMs of one MLA layer for n_loc new tokens on one GPU (kv_b: attention_s)."""
     d, h_tp, wd = spec.hidden_size, spec.num_heads // tp, spec.attn_weight_dtype
     qk, lat = spec.head_dim, latent_dim(spec)  # nope + rope (192); kv_rank + rope (576)
     if spec.q_lora_rank:  # (n, d) -> q_rank + latent in one GEMM (vLLM fused_qkv_a_proj), then q_b per head
-        t = ops.gemm_time_s(n_loc, spec.q_lora_rank + lat, d, wd, hw, prof)
-        t = t + ops.gemm_time_s(n_loc, h_tp * qk, spec.q_lora_rank, wd, hw, prof)
+        t = ops.gemm_time_s(n_loc, spec.q_lora_rank + lat, d, wd, hw, prof, static_scales=st)
+        t = t + ops.gemm_time_s(n_loc, h_tp * qk, spec.q_lora_rank, wd, hw, prof, static_scales=st)
     else:  # DeepSeek-V2-Lite: q_proj (d -> h*(nope+rope)) split over heads, kv_a replicated
-        t = ops.gemm_time_s(n_loc, lat, d, wd, hw, prof) + ops.gemm_time_s(n_loc, h_tp * qk, d, wd, hw, prof)
-    t = t + ops.gemm_time_s(n_loc, d, h_tp * spec.v_head_dim, spec.o_proj_weight_dtype, hw, prof)
+        t = (ops.gemm_time_s(n_loc, lat, d, wd, hw, prof, static_scales=st)
+             + ops.gemm_time_s(n_loc, h_tp * qk, d, wd, hw, prof, static_scales=st))
+    t = t + ops.gemm_time_s(n_loc, d, h_tp * spec.v_head_dim, spec.o_proj_weight_dtype, hw, prof, static_scales=st)
     if spec.sparse_topk:  # the indexer's wq_b, wk and weights_proj (replicated)
         hi, di = spec.indexer_heads, spec.indexer_head_dim
-        t = t + ops.gemm_time_s(n_loc, hi * di, spec.q_lora_rank or d, wd, hw, prof) \
-            + ops.gemm_time_s(n_loc, di + hi, d, wd, hw, prof)
+        t = t + ops.gemm_time_s(n_loc, hi * di, spec.q_lora_rank or d, wd, hw, prof, static_scales=st) \
+            + ops.gemm_time_s(n_loc, di + hi, d, wd, hw, prof, static_scales=st)
     return t
 
 

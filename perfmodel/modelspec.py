@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from .formats import (CHECKPOINT_WEIGHTS, DTYPE_BYTES, EXPERTS_ONLY,  # noqa: F401 (re-export)
-                      WEIGHT_CHOICES, config_weights)
+                      FP8_SCALES, WEIGHT_CHOICES, config_fp8_scales, config_weights)
 from .hfconfig import config_name, derived_max_model_len, spec_fields, text_config  # noqa: F401 (re-export)
 from .hfids import HF_IDS  # noqa: F401 (re-export)
 from . import layer_shapes
@@ -73,6 +73,7 @@ class ModelSpec:
     attn_output_gate: bool = False  # full-attention q_proj also emits a per-head output gate (Qwen3-Next / 3.5)
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
+    fp8_scales: str = "dynamic"  # fp8 activation scales, formats.FP8_SCALES (static: calibrated in the checkpoint)
 
     def __post_init__(self):
         for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size",
@@ -82,9 +83,9 @@ class ModelSpec:
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"model {self.name}: num_heads={self.num_heads} is not a multiple of "
                              f"num_kv_heads={self.num_kv_heads}")
-        for f in ("weight_dtype", "kv_dtype"):
-            if getattr(self, f) not in DTYPE_BYTES:
-                raise ValueError(f"model {self.name}: {f}={getattr(self, f)!r} not one of {sorted(DTYPE_BYTES)}")
+        for f, ok in (("weight_dtype", DTYPE_BYTES), ("kv_dtype", DTYPE_BYTES), ("fp8_scales", FP8_SCALES)):
+            if getattr(self, f) not in ok:
+                raise ValueError(f"model {self.name}: {f}={getattr(self, f)!r} not one of {sorted(ok)}")
         if self.kv_lora_rank and min(self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim) <= 0:
             raise ValueError(f"model {self.name}: MLA (kv_lora_rank={self.kv_lora_rank}) needs qk_nope_head_dim="
                              f"{self.qk_nope_head_dim}, qk_rope_head_dim={self.qk_rope_head_dim}, "
@@ -330,11 +331,13 @@ def resolve_max_model_len(spec: ModelSpec, requested: int | None) -> int:
     return requested
 
 
-def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
+def from_config(cfg: dict, name: str = "", weights: str = "bf16", kv: str = "bf16",
+                fp8_scales: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a parsed Hugging Face config.json (families: see hfconfig); ValueError
-    naming the field when the config has structure the cost model does not cover."""
+    naming the field when the config has structure the cost model does not cover. fp8_scales None: the config's."""
     name = config_name(text_config(cfg), name)
-    return ModelSpec(**spec_fields(cfg, name), weight_dtype=weights, kv_dtype=kv)
+    return ModelSpec(**spec_fields(cfg, name), weight_dtype=weights, kv_dtype=kv,
+                     fp8_scales=fp8_scales or config_fp8_scales(cfg))
 
 
 def param_count(cfg: dict) -> tuple[int, int]:
@@ -363,7 +366,7 @@ def resolve_model_path(name_or_path: str) -> Path:
                      f"({', '.join(preset_names())}) nor a Hugging Face id of one")
 
 
-def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
+def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16", fp8_scales: str | None = None) -> ModelSpec:
     """ModelSpec for a preset name, Hugging Face id or config.json path."""
     path = resolve_model_path(name_or_path)
     try:
@@ -373,7 +376,7 @@ def load_model(name_or_path: str, weights: str = "bf16", kv: str = "bf16") -> Mo
     if not isinstance(cfg, dict):  # a JSON array or number: one line, not an AttributeError in from_config
         raise ValueError(f"{path}: expected a model's config.json (a JSON object), got {json.dumps(cfg)[:40]}")
     name = path.stem if path.parent == MODELS_DIR else str(path)
-    return from_config(cfg, name=name, weights=weights, kv=kv)
+    return from_config(cfg, name=name, weights=weights, kv=kv, fp8_scales=fp8_scales)
 
 
 def checkpoint_weights(name_or_path: str) -> str | None:

@@ -62,12 +62,16 @@ def _compute_dtype(weight_dtype: str, hw) -> str:
     return "fp8" if weight_dtype == "fp8" and hw.has_fp8 else "bf16"
 
 
-def gemm_time_s(m, n, k, weight_dtype: str, hw, prof=None):
-    """C[m,n] = A[m,k] @ W[k,n]: m tokens, weights stored in `weight_dtype`, bf16 activations."""
+def gemm_time_s(m, n, k, weight_dtype: str, hw, prof=None, static_scales: bool = False):
+    """C[m,n] = A[m,k] @ W[k,n]: m tokens, weights stored in `weight_dtype`, bf16 activations. static_scales: an
+    fp8 GEMM whose activation scale the checkpoint calibrated skips the measured dynamic kernel's compute-scale
+    pass (calibration/fp8_scale.py; cost.static_fp8 says when)."""
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
     cd = _compute_dtype(weight_dtype, hw)
     if prof is not None:
         t = prof.gemm_time_s(m, n, k, cd)
+        if t is not None and static_scales and cd == "fp8":
+            t = prof.fp8_static_time_s(t, m, n, k)
         if t is not None:
             # weight-only quantisation (W4A16 mxfp4, W8A16 fp8 without fp8 tensor cores): the measured table
             # is of GEMMs that read `cd` weights; the kernel reads the smaller stored ones, so the weight bytes

@@ -71,6 +71,7 @@ class RunSpec:
     gpus: int = 8  # GPUs the deployment uses in all, placed node-major: at most nodes x gpus_per_node
     weights: str | None = None  # None: the checkpoint's format, else fp8 where the hardware has fp8, else bf16
     kv_dtype: str = "bf16"
+    fp8_scales: str | None = None  # fp8 activation scales (perfmodel.formats.FP8_SCALES); None: the checkpoint's
     # hybrid linear attention's recurrent state dtype (SGLang --mamba-ssm-dtype): None, the config's mamba_ssm_dtype
     ssm_dtype: str | None = None
     # speculative decoding in an aggregated engine (TRT-LLM speculative_config MTP num_nextn_predict_layers, SGLang
@@ -149,8 +150,8 @@ class Run:
 
 
 @functools.lru_cache(maxsize=16)
-def model_spec(model: str, weights: str, kv_dtype: str):
-    return load_model(model, weights=weights, kv=kv_dtype)
+def model_spec(model: str, weights: str, kv_dtype: str, fp8_scales: str | None = None):
+    return load_model(model, weights=weights, kv=kv_dtype, fp8_scales=fp8_scales)
 
 
 @functools.lru_cache(maxsize=16)
@@ -232,7 +233,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # has fp8 tensor cores, else bf16 (perfmodel.modelspec.default_weights). fp8 on a GPU without them runs
     # as vLLM runs it there, weight-only W8A16 (fp8 bytes, bf16 compute: perfmodel.ops.compute_dtype)
     weights = rs.weights or default_weights(rs.model, hw.has_fp8)
-    spec = model_spec(rs.model, weights, rs.kv_dtype)
+    spec = model_spec(rs.model, weights, rs.kv_dtype, rs.fp8_scales)
     if rs.ssm_dtype is not None and spec.num_linear_layers:  # (a dense model has no recurrent state to set)
         spec = dataclasses.replace(spec, linear_state_bytes=SSM_DTYPE_BYTES[rs.ssm_dtype])
     check_kv_dtype(rs.kv_dtype, hw, framework.name)

@@ -16,7 +16,7 @@ import pandas as pd
 from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
-from . import measured, mla_decode, moe, moe_sources, split
+from . import fp8_scale, measured, mla_decode, moe, moe_sources, split
 from .coverage import EXTRA
 from .device import check_devices
 from .profile import FORMAT, PROFILE_DIR, from_dict
@@ -285,6 +285,11 @@ def add_extra_sections(d: dict, dirs, hw, copy: bool = True, tables: measured.Ta
         else:
             why = "" if copy else " (not copied: the measurements are of other hardware)"
             how[key] = f"missing: no {FALLBACK_SRC[key]} in the measurements and no bundled {hw.name} section{why}"
+    key = "fp8_compute_scale"
+    how[key] = fp8_scale.add(d, dirs)
+    if how[key] is None and copy and same and ship.get(key):
+        d[key], how[key] = ship[key], f"copied unchanged from the bundled {bundled.name} (measured on {hw.name})"
+    how[key] = how[key] or f"missing: no <dir>/{fp8_scale.table_path(Path())} (static fp8 GEMMs cost as dynamic)"
     return {k: v + (f"; measured kernel tables not used: {unused[k]}" if k in unused else "") for k, v in how.items()}
 
 

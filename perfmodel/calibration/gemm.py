@@ -33,7 +33,7 @@ def gemm_bytes(m, n, k, dtype: str):
     return n * k * WEIGHT_BYTES[dtype] + act * m * (k + n)
 
 
-def _prune(axis: np.ndarray, values: np.ndarray, tol: float) -> np.ndarray:
+def prune(axis: np.ndarray, values: np.ndarray, tol: float) -> np.ndarray:
     """Indices of the nodes along axis 0 to keep: an interior node goes when linear interpolation
     between the kept neighbours reproduces it (and all nodes dropped before) within `tol`."""
     keep = list(range(len(axis)))
@@ -66,9 +66,9 @@ def fit_gemm(df, roof: dict, prune_tol: float = 0.04) -> dict:
                     for a, c in zip(axes, ("m", "n", "k")))
         vals[idx] = agg.to_numpy()
         vals = grid.fill_holes(vals)
-        keep = _prune(np.log(axes[0]), vals, prune_tol)
+        keep = prune(np.log(axes[0]), vals, prune_tol)
         out[dtype] = {"m": _ints(axes[0][keep]), "n": _ints(axes[1]), "k": _ints(axes[2]),
-                      "eff_pct": _sig(100 * np.exp(vals[keep]), 3)}
+                      "eff_pct": sig(100 * np.exp(vals[keep]), 3)}
     return out
 
 
@@ -77,7 +77,7 @@ def _ints(x) -> list:
     return [int(v) if float(v).is_integer() else float(v) for v in np.asarray(x, dtype=float)]
 
 
-def _sig(x: np.ndarray, digits: int = 4):
+def sig(x: np.ndarray, digits: int = 4):
     """Nested lists of `x` rounded to `digits` significant digits (small, readable JSON)."""
     x = np.asarray(x, dtype=float)
     mag = np.floor(np.log10(np.where(x == 0, 1.0, np.abs(x))))

@@ -18,6 +18,7 @@ from ..formats import DTYPE_BYTES
 from . import attention as att
 from . import collectives as coll
 from . import gemm as gm
+from . import grid
 from . import moe_table
 from .coverage import caveats
 from .moe_table import moe_ratio  # noqa: F401 (re-exported: tests import it from here)
@@ -29,6 +30,26 @@ NOT_CALIBRATED = {
     "overhead": "Framework defaults (perfmodel/framework.py; not calibrated)",
     "pipeline_bubble": "idle pipeline stages: derived from the calibrated stage time",
 }
+
+
+class ComputeScale:
+    """The `fp8_compute_scale` section (calibration/fp8_scale.py) parsed: seconds of the compute-scale pass at
+    (m, k), bilinear in (log m, log k) on the grid, k clamped to it, m above it scaled in proportion (the pass
+    reads the m x k activation)."""
+
+    __slots__ = ("lm", "lk", "us", "m_max")
+
+    def __init__(self, d: dict):
+        self.lm, self.lk = np.log(np.asarray(d["m"], dtype=float)), np.log(np.asarray(d["k"], dtype=float))
+        self.us = np.asarray(d["us"], dtype=float)
+        if self.us.shape != (len(self.lm), len(self.lk)):
+            raise ValueError(f"fp8_compute_scale us shape {self.us.shape} does not match its m, k axes")
+        self.m_max = float(np.exp(self.lm[-1]))
+
+    def time_s(self, m, k) -> np.ndarray:
+        m, k = (np.asarray(x, dtype=float) for x in (m, k))
+        t = grid.interp((self.lm, self.lk), self.us, (np.log(np.maximum(m, 1.0)), np.log(np.maximum(k, 1.0))))
+        return t * np.maximum(m / self.m_max, 1.0) * 1e-6
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -56,6 +77,7 @@ class Profile:
     # section -> what a run uses where this profile is silent, or the device it was wrongly fitted on
     # (calibration/coverage.py caveats; printed by every estimate, for summaries to show)
     caveats: dict = dataclasses.field(default_factory=dict)
+    compute_scale: ComputeScale | None = None  # the `fp8_compute_scale` section (calibration/fp8_scale.py)
 
     # ---- the protocol perfmodel.ops calls -------------------------------------------------------
     def gemm_time_s(self, m, n, k, dtype: str):
@@ -67,6 +89,14 @@ class Profile:
                 t = gm.gemm_time_s(self.gemm[d], m, n, k, d, self.roof)
                 return self._hbm_share(t, gm.gemm_bytes(m, n, k, d))
         return None
+
+    def fp8_static_time_s(self, t, m, n, k):
+        """An fp8 GEMM row's time `t` (gemm_time_s) without the compute-scale pass its dynamic kernel ran: a static
+        activation scale's GEMM (fp8_scale.py), floored at the fp8 roofline; `t` unchanged without the section."""
+        if self.compute_scale is None:
+            return t
+        m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+        return np.maximum(t - self.compute_scale.time_s(m, k), gm.roofline_s(m, n, k, "fp8", self.roof))
 
     def attn_prefill_time_s(self, pairs, kv_tokens, seqs, heads, kv_heads, head_dim, kv_dtype: str = "bf16"):
         """Causal prefill attention on one GPU (aggregates as in perfmodel.batch), or None."""
@@ -246,7 +276,8 @@ def from_dict(d: dict, path: str = "", base: "Profile | None" = None) -> Profile
             collectives=coll.curves_of(d, multi=False), spanning=coll.curves_of(d, multi=True),
             mla=_mla_tables(d),
             copies={k: coll.Curve(v) for k, v in d.get("copies", {}).items()},
-            notes=d.get("provenance", {}).get("notes", {}), moe=d.get("moe", {}), data=d, caveats=caveats(d))
+            notes=d.get("provenance", {}).get("notes", {}), moe=d.get("moe", {}), data=d, caveats=caveats(d),
+            compute_scale=ComputeScale(d["fp8_compute_scale"]) if "fp8_compute_scale" in d else None)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: malformed profile ({type(e).__name__}: {e})") from None
 

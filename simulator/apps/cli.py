@@ -34,7 +34,7 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
     from perfmodel.hardware import hardware_names, load_hardware
     from perfmodel.knobs import KV_BLOCK_TOKENS, SHIFT_THRESHOLD_TOKENS
     from perfmodel.layout import LayoutError
-    from perfmodel.formats import KV_CHOICES
+    from perfmodel.formats import FP8_SCALES, KV_CHOICES
     from perfmodel.modelspec import WEIGHT_CHOICES, preset_names
 
     from simulator.cluster.router import ROUTERS
@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=WEIGHT_CHOICES,
                    help="default: the checkpoint's own format where its config declares one (gpt-oss mxfp4, "
                         "DeepSeek fp8, Kimi-K2.5 int4), else fp8 where the hardware has fp8, else bf16")
+    p.add_argument("--fp8-scales", choices=FP8_SCALES, help="how an fp8 checkpoint scales activations (default: "
+                   "its config's: ModelOpt FP8 static, else dynamic); static skips TRT-LLM's compute-scale pass")
     p.add_argument("--mtp", type=int, default=0, help="speculative decoding in an aggregated engine: draft tokens a "
                    "step (TRT-LLM MTP num_nextn_predict_layers, SGLang EAGLE steps); 0: off (disagg: --policy-arg "
                    "decode_mtp)")
@@ -195,7 +197,8 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
     if args.gpus is None:  # every GPU of the cluster --nodes / --gpus-per-node name (8 on one node)
         args.gpus = cluster(load_hardware(args.hardware), args.nodes, args.gpus_per_node)[1]
     return RunSpec(policy=policy, model=args.model, hardware=args.hardware, gpus=args.gpus, weights=args.weights,
-                   kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, mtp=args.mtp, mtp_acceptance=args.mtp_acceptance, profile=args.profile, layout=layout or args.layout,
+                   kv_dtype=args.kv_dtype, fp8_scales=args.fp8_scales, ssm_dtype=args.ssm_dtype, mtp=args.mtp,
+                   mtp_acceptance=args.mtp_acceptance, profile=args.profile, layout=layout or args.layout,
                    policy_args=pargs, engine=eng, router=args.router,
                    max_concurrency=args.max_concurrency, client_turnaround_ms=args.client_turnaround_ms,
                    slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,

@@ -34,7 +34,7 @@ SPEC_FLAGS = {
     "tokenize_us_per_token": "--tokenize-us-per-token", "framework": "--framework",
     "framework_version": "--framework-version", "moe_kernel": "--moe-kernel", "moe_a2a_call_us": "--moe-a2a-call-us",
     "pd_handoff_ms": "--pd-handoff-ms", "seq_overhead_us": "--seq-overhead-us", "hbm_gb": "--hbm-gb",
-    "ssm_dtype": "--mamba-ssm-dtype",
+    "ssm_dtype": "--mamba-ssm-dtype", "fp8_scales": "--fp8-scales",
     "mtp": "--mtp", "mtp_acceptance": "--mtp-acceptance",
 }
 HANDLED = set(SPEC_FLAGS) | {"policy", "policy_args", "engine", "async_scheduling"}

@@ -92,6 +92,7 @@ class Harness:
     # the front end's tokenization per prompt token for this benchmark's prompt text (Framework.tokenize_s_per_token)
     tokenize_s_per_token: float | None = None
     ssm_dtype: str | None = None  # hybrid linear attention's state dtype where the deployment set one
+    fp8_scales: str | None = None  # the served checkpoint's fp8 activation scales where known (RunSpec.fp8_scales)
     mtp: int = 0  # speculative draft tokens a step of an aggregated engine (RunSpec.mtp)
     unknown: str = ""  # what of the row's setup is not recorded (replayed under the framework's defaults), or ""
 
@@ -244,4 +245,4 @@ def _harness(case: Case, framework: str | None = None) -> Harness:
                                       if v is not None})
     return Harness(src, eng, launch.kv_dtype, 10, 0.8, hbm_gb, async_scheduling=bool(launch.async_scheduling),
                    moe_kernel=launch.moe_kernel, memory_fraction=launch.memory_fraction, ssm_dtype=launch.ssm_dtype,
-                   mtp=value(launch.mtp, case), unknown=launch.note)
+                   mtp=value(launch.mtp, case), fp8_scales=launch.fp8_scales, unknown=launch.note)

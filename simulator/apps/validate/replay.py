@@ -87,6 +87,8 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
         fields.setdefault("ssm_dtype", h.ssm_dtype)
     if h.mtp:
         fields.setdefault("mtp", h.mtp)
+    if h.fp8_scales:
+        fields.setdefault("fp8_scales", h.fp8_scales)
     if h.moe_a2a_call_s is not None:
         fields.setdefault("moe_a2a_call_us", round(h.moe_a2a_call_s * 1e6, 9))
     if h.pd_handoff_s is not None:

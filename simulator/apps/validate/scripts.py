@@ -36,6 +36,7 @@ class Launch:
     # --max_batch_size
     kv_dtype: str = "bf16"  # "auto" is the model's bf16 for these checkpoints unless the script asks for fp8
     ssm_dtype: str | None = None  # SGLang --mamba-ssm-dtype (hybrid linear attention); None: the config's
+    fp8_scales: str | None = None  # the served checkpoint's fp8 activation scales (RunSpec.fp8_scales); None: config's
     memory_fraction: float | None = None  # --gpu-memory-utilization / --mem-fraction-static /
     # free_gpu_memory_fraction, in each framework's meaning (perfmodel.framework.with_knobs)
     moe_kernel: str = ""  # "marlin": VLLM_MXFP4_USE_MARLIN=1
@@ -44,6 +45,13 @@ class Launch:
     mtp: Callable | int = 0  # speculative draft tokens a step (TRT-LLM num_nextn_predict_layers; 0: none)
     skip: Callable | str = ""  # why the row cannot be replayed as launched ("" or a callable of the Case)
     note: str = ""  # what the script and the row's columns disagree on, and what the replay does
+
+
+# nvidia/Llama-3.3-70B-Instruct-FP8, which the Llama-3.1-70B rows' workflows served, is a ModelOpt FP8 checkpoint:
+# per-tensor fp8 weights and activations with calibrated (static) scales, its hf_quant_config.json `quant_algo: FP8`
+# as aiconfigurator bundles for the same producer's nvidia/Llama-3.1-70B-Instruct-FP8 (aic-core model_configs/
+# nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json @095f58a5; perfmodel.formats.config_fp8_scales)
+MODELOPT_FP8 = "static"
 
 
 def _ceil64(n: int) -> int:
@@ -107,7 +115,8 @@ SCRIPTS = {
         **V_ASYNC_2025, note="the client's --max-concurrency was hard-coded 512 (:51): the row's concurrency"),
     ("h100", "vllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h100_docker.sh @ af4ccd03f: config.yaml :14-20 (kv-cache-dtype fp8, async-scheduling, "
-        "8192 tokens), :24-29 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8", **V_ASYNC_2025,
+        "8192 tokens), :24-29 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8",
+        fp8_scales=MODELOPT_FP8, **V_ASYNC_2025,
         note="the workflow (70b-tmpl.yml:42-57 @ 9596d23d7) served nvidia/Llama-3.3-70B-Instruct-FP8; the row names "
              "meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes and format, replayed as is"),
     ("h100", "vllm", "MiniMaxAI/MiniMax-M2.5", "0.18.0", "2026-03-27", "2026-03-28"): Launch(
@@ -121,7 +130,8 @@ SCRIPTS = {
         ":46-48 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC); no MARLIN", **V_ASYNC_2025),
     ("h200", "vllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h200_slurm.sh @ 9596d23d7: config.yaml :33-39 (kv-cache-dtype fp8, async-scheduling, "
-        "8192 tokens), :46-48 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8", **V_ASYNC_2025,
+        "8192 tokens), :46-48 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8",
+        fp8_scales=MODELOPT_FP8, **V_ASYNC_2025,
         note="the workflow (70b-tmpl.yml:59-74 @ 9596d23d7) served nvidia/Llama-3.3-70B-Instruct-FP8; the row names "
              "meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes and format, replayed as is"),
     ("h200", "vllm", "MiniMaxAI/MiniMax-M2.5", "0.16.0", "2026-03-01", "2026-03-01"): Launch(
@@ -165,6 +175,7 @@ SCRIPTS = {
     ("h200", "trtllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h200_trt_slurm.sh @ 9596d23d7: trtllm-serve --max_num_tokens 16384 (:49), kv_cache_config "
         "dtype fp8 (:25-46); no --max_batch_size, no free_gpu_memory_fraction", 16384, kv_dtype="fp8",
+        fp8_scales=MODELOPT_FP8,
         note="the workflow (70b-tmpl.yml:76-92 @ 1e97a5e51) served nvidia/Llama-3.3-70B-Instruct-FP8 on TRT-LLM "
              "1.1.0rc2.post2; the row names meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes "
              "and format, replayed as is; cuda_graph_config enable_padding: TRT-LLM's unpadded default is replayed"),
