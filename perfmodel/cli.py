@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "benchmarks/measure_tokenizer.py; 0: none)")
     e.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORKS),
                    help="serving framework whose memory rule and step overhead apply (docs/frameworks.md)")
-    e.add_argument("--framework-version", help="where a default changed between versions (vLLM >= 0.18: async "
+    e.add_argument("--framework-version", help="where a default changed between versions (vLLM >= 0.14: async "
                    "scheduling, no exposed host time per step)")
     e.add_argument("--strategies", default="dp,tp,sp,shift",
                    help="comma list of dp,tp,pp,sp,shift,ep and the dynamic sidp,seesaw,flying,disagg (their rows say which "

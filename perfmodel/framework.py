@@ -16,7 +16,7 @@ class Framework:
     """Per-step and per-op overheads of the serving engine, and its memory settings."""
 
     # Fixed CPU work per engine step (scheduling, input preparation, sampling, detokenisation)
-    # that the GPU waits on: exposed only by a synchronous loop. vLLM's (before 0.18 without
+    # that the GPU waits on: exposed only by a synchronous loop. vLLM's (before 0.14 without
     # --async-scheduling): FITTED, VLLM_SYNC_STEP_OVERHEAD_S below (its preset). A loop that schedules ahead
     # (`schedule_ahead`: vLLM's async scheduling, SGLang's and TRT-LLM's overlap schedulers, their defaults)
     # prepares step n+1 while the GPU runs step n, so none is exposed: 0 in their presets. SGLang and
@@ -64,7 +64,7 @@ class Framework:
     # (simulator.engine.loop.Engine). Default on in SGLang (server_args.py:250
     # `disable_overlap_schedule: bool = False` @ 0.5.1.post1) and TRT-LLM (TorchLlmArgs
     # `disable_overlap_scheduler=False`; aiconfigurator's agg rule keeps it: `agg
-    # disable_overlap_scheduler = false`), in vLLM from 0.18 (VLLM_ASYNC_DEFAULT_FROM) or with the flag.
+    # disable_overlap_scheduler = false`), in vLLM from 0.14 (VLLM_ASYNC_DEFAULT_FROM) or with the flag.
     schedule_ahead: bool = False
     # busiest EP rank's routed rows / the mean (expert-load imbalance, perfmodel/knobs.py); None: the
     # default per EP degree, knobs.moe_ep_imbalance (aiconfigurator's power_law_1.01); 1.0: uniform routing
@@ -169,9 +169,12 @@ FRAMEWORKS = {
 
 
 # vLLM's async scheduling (host work of step n+1 overlapped with the GPU's step n) is on by default
-# from 0.18.0 (vllm/config/scheduler.py:138, config/vllm.py:720-752 @ 0.18.0; docs/frameworks.md): no
-# host time per step is exposed (0 ms, the value the async H100 rows fit: docs/fidelity.md)
-VLLM_ASYNC_DEFAULT_FROM = (0, 18)
+# from 0.14.0 (vllm/config/scheduler.py:133 `async_scheduling: bool = Field(default=None)`, resolved to True
+# unless spec decoding, executor or Mamba prefix caching forbid it in config/vllm.py:588-628 @ 0.14.0; the same at
+# 0.16.0, scheduler.py:131 and vllm.py:647-687, and 0.18.0, :138 and :720-752; 0.13.0: `= False`, :133; vLLM
+# PR #27614 "Enable async scheduling by default"; wheels from PyPI; docs/frameworks.md): no host time per step
+# is exposed (0 ms, the value the async H100 rows fit: docs/fidelity.md). Until 2026-12-02 this said 0.18.
+VLLM_ASYNC_DEFAULT_FROM = (0, 14)
 
 
 def _version(text: str) -> tuple:
@@ -208,7 +211,7 @@ def graph_tokens(tokens, decode_only, fw: Framework):
 
 def framework_preset(name: str, version: str | None = None) -> Framework:
     """The Framework of a serving framework by name (and version, where a default changed between
-    versions: vLLM >= 0.18 schedules asynchronously); ValueError naming the known ones."""
+    versions: vLLM >= 0.14 schedules asynchronously); ValueError naming the known ones."""
     try:
         fw = FRAMEWORKS[name]
     except KeyError:

@@ -94,7 +94,7 @@ class RunSpec:
     # None: the framework's front-end tokenization per prompt token (perfmodel/framework.py, measured); 0: none
     tokenize_us_per_token: float | None = None
     # the framework's loop schedules step n+1 while step n runs (vLLM --async-scheduling; TRT-LLM's and
-    # SGLang's overlap schedulers): None, the framework's default (vLLM >= 0.18, TRT-LLM, SGLang: on)
+    # SGLang's overlap schedulers): None, the framework's default (vLLM >= 0.14, TRT-LLM, SGLang: on)
     async_scheduling: bool | None = None
     hbm_gb: float | None = None  # None: the preset's datasheet HBM; else the memory the driver reports
     # a deployment's settings beyond the framework's defaults (perfmodel.framework.with_deployment): a fused-MoE
@@ -108,7 +108,7 @@ class RunSpec:
     # serving framework (vllm, sglang, trtllm): its scheduler (engine.scheduler) and memory rule/loop
     # (perfmodel.framework.FRAMEWORKS). None: the engine's scheduler says which
     framework: str | None = None
-    framework_version: str | None = None  # where a default changed (vLLM >= 0.18: async scheduling)
+    framework_version: str | None = None  # where a default changed (vLLM >= 0.14: async scheduling)
     nodes: int = 1  # nodes of the cluster (> 1 needs a preset with an inter-node network; docs/multinode.md)
     gpus_per_node: int | None = None  # None: the preset's; fewer models a partly used node
 

@@ -171,7 +171,7 @@ def test_flying_with_one_unit_names_itself(capsys):
 
 def test_simulate_async_scheduling_knob_is_recorded_and_moves_the_step(capsys):
     """--async-scheduling on|off (Framework.schedule_ahead, perfmodel.framework.with_async): vLLM's default
-    (no version) is synchronous with 2 ms per step (fitted: VLLM_SYNC_STEP_OVERHEAD_S); on hides that host time (0 ms, as vLLM >= 0.18) and
+    (no version) is synchronous with 2 ms per step (fitted: VLLM_SYNC_STEP_OVERHEAD_S); on hides that host time (0 ms, as vLLM >= 0.14) and
     schedules ahead; an explicit --step-overhead-ms wins; SGLang and TRT-LLM are on unless told off."""
     base, on = _sim(capsys), _sim(capsys, "--async-scheduling", "on")
     assert (base["async_scheduling"], base["step_overhead_ms"]) == (False, 2.0)

@@ -51,4 +51,8 @@ def test_an_idle_engine_takes_a_request_at_once():
 def test_which_frameworks_schedule_ahead_by_default():
     assert framework_preset("sglang").schedule_ahead and framework_preset("trtllm").schedule_ahead
     assert not framework_preset("vllm").schedule_ahead and not framework_preset("vllm", "0.12.0").schedule_ahead
-    assert framework_preset("vllm", "0.18.0").schedule_ahead  # async scheduling is vLLM's default from 0.18
+    assert framework_preset("vllm", "0.18.0").schedule_ahead  # async scheduling is vLLM's default from 0.14.0
+    # regression (2026-12-02): the default was taken to start at 0.18, so the 0.16.0 rows (Kimi-K2.5, MiniMax-M2.5
+    # on H200) replayed a synchronous loop; 0.13.0 still defaults to off (config/scheduler.py:133)
+    assert framework_preset("vllm", "0.14.0").schedule_ahead and framework_preset("vllm", "0.16.0").schedule_ahead
+    assert not framework_preset("vllm", "0.13.0").schedule_ahead

@@ -16,7 +16,7 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
                         "whole-request KV reserved at admission, never preempts; 32-token blocks; no chunked "
                         "context); docs/frameworks.md")
     p.add_argument("--framework-version", help="the framework's version where a default changed between versions "
-                   "(vLLM >= 0.18: async scheduling, no exposed host time per step); default: the version the "
+                   "(vLLM >= 0.14: async scheduling, no exposed host time per step); default: the version the "
                    "constants describe (docs/frameworks.md)")
     p.add_argument("--gpu-memory-utilization", type=float, help="fraction of each GPU's memory the engine may use "
                    f"(weights, activations, KV), as vLLM's flag; default {DEFAULT_FRAMEWORK.gpu_memory_utilization}")
@@ -32,7 +32,7 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--async-scheduling", choices=("on", "off"), help="the engine schedules step n+1 while step n "
                    "runs (vLLM's --async-scheduling; TRT-LLM's and SGLang's overlap schedulers): a request reaching "
                    "a busy engine joins the step after next, and the host's step work is hidden (0 ms step "
-                   "overhead). Default: the framework's (on for SGLang, TRT-LLM and vLLM >= 0.18)")
+                   "overhead). Default: the framework's (on for SGLang, TRT-LLM and vLLM >= 0.14)")
     p.add_argument("--moe-kernel", choices=[k for k in MOE_KERNELS if k], help="a non-default fused-MoE kernel family: marlin = "
                    "vLLM's VLLM_MXFP4_USE_MARLIN=1 (W4A16 Marlin for mxfp4 on Hopper; default: the framework's)")
     p.add_argument("--moe-a2a-call-us", type=float, help="host cost of each MoE dispatch / combine whose EP group "

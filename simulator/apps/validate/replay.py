@@ -73,7 +73,7 @@ def trace_spec(case: Case, h: Harness, seed: int = 0) -> str:
 
 
 def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
-    if h.async_scheduling:  # (else the framework's own default: SGLang, TRT-LLM and vLLM >= 0.18 schedule ahead)
+    if h.async_scheduling:  # (else the framework's own default: SGLang, TRT-LLM and vLLM >= 0.14 schedule ahead)
         fields.setdefault("async_scheduling", True)
     if h.memory_fraction is not None:
         fields.setdefault("gpu_memory_utilization", h.memory_fraction)
