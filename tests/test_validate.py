@@ -121,7 +121,7 @@ def test_groups_within_the_bounds_reached(shared, capsys):
     """The groups that meet the issue's targets (TTFT 35%, TPOT 15% for any group; tighter where reached) with
     facts only (2026-11-28: no setup chosen by fit, InferenceX scripts cited per row, scripts.py): SGLang Qwen3-32B
     (84 rows, aiperf, SGLang's defaults), InferenceX vLLM Llama-3.1-70B and MiniMax-M2.5 on H100, and on H200
-    (never tuned on) InferenceX vLLM Llama-3.1-70B, vLLM gpt-oss and TRT-LLM Llama-3.1-70B (TPOT 8.4% since its
+    (never tuned on) InferenceX vLLM Llama-3.1-70B, vLLM gpt-oss and TRT-LLM Llama-3.1-70B (TPOT 8.3% since its
     ModelOpt FP8 checkpoint's static scales skip the compute-scale pass, 2026-12-02: 21.7% before, 27.2% when the
     preset charged 1 ms a step; TTFT 12.3%)."""
     h100, h200 = (shared / "data" / "e2e" / f"silicon_{s}_sxm.csv" for s in ("h100", "h200"))
