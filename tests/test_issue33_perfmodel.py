@@ -56,14 +56,14 @@ def test_user_profile_named_after_its_file_and_carries_the_bundled_sections(tmp_
     assert rc == 0, err
     d, ship = json.loads(out.read_text()), json.loads((PROFILE_DIR / "h100_sxm.json").read_text())
     assert d["name"] == "h100" != ship["name"]
-    for key in ("moe", "mla_decode"):  # the data behind them is not in the folder: copied, and said so
+    for key in ("moe", "mla_decode", "fp8_compute_scale"):  # their data is not in the folder: copied, and said so
         assert d[key] == ship[key]
         assert d["provenance"]["extra_sections"][key].startswith("copied unchanged from the bundled h100_sxm.json")
         assert f"{key}: copied unchanged" in text
     prof = load_profile(out)
     assert prof.name == "h100" and "moe" not in prof.caveats and prof.moe == load_profile("h100_sxm").moe
     rc, text, _ = estimate(capsys, *QWEN_EP, "--profile", out)
-    assert rc == 0 and "mla_decode and moe copied from the bundled h100_sxm profile" in text
+    assert rc == 0 and "mla_decode, moe and fp8_compute_scale copied from the bundled h100_sxm profile" in text
 
 
 def test_profile_without_moe_says_so_on_every_estimate(tmp_path, capsys):

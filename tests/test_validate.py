@@ -6,6 +6,7 @@ import json
 import pytest
 
 from perfmodel.modelspec import load_model
+from perfmodel.hardware import load_hardware
 from simulator.apps.cli import main
 from simulator.apps.validate.harness import as_launched, harness
 from simulator.apps.validate.rows import Case, Skip, case_of
@@ -235,3 +236,15 @@ def test_unrecorded_attention_dp_follows_the_moe_width():
     assert case_of(0, row).layout == "tp=2"
     row.update(tp_size="1", moe_tp_size="2", attention_dp_size="1")  # recorded: taken as it is
     assert case_of(0, row).layout.startswith("tp=1")
+
+
+def test_replays_size_memory_by_what_the_driver_reports():
+    """Engines size their memory by the driver's total (nvidia-smi: H100 SXM 81559 MiB, H200 SXM 143771 MiB), not by
+    the datasheet's "80 GB" / "141 GB" as 1e9 bytes the presets carry. Regression (2026-12-02): H200 rows replayed
+    141e9 bytes a GPU, 9.8 GB short, so their KV-bound rows preempted where the measured runs did not."""
+    cols = COLS.split(",")
+    for system, mib in (("h100_sxm", 81559), ("h200_sxm", 143771)):
+        row = ROWS[0].replace("h100_sxm", system)
+        h = harness(case_of(0, dict(zip(cols, row.split(",")))))
+        assert h.hbm_gb == pytest.approx(mib * 2**20 / 1e9)
+        assert h.hbm_gb > load_hardware(system).hbm_bytes / 1e9

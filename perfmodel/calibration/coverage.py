@@ -59,4 +59,5 @@ def source_line(prof) -> str:
     text = f"{where}: calibrated on {prof.hardware} from {len(prov.get('sources', []))} measurement file(s)"
     text += f" in {', '.join(dirs)}" if dirs else ""
     copied = [k for k, v in prov.get("extra_sections", {}).items() if v.startswith("copied")]
-    return text + (f"; {' and '.join(copied)} copied from the bundled {prof.hardware} profile" if copied else "")
+    names = ", ".join(copied[:-1]) + " and " + copied[-1] if len(copied) > 1 else "".join(copied)
+    return text + (f"; {names} copied from the bundled {prof.hardware} profile" if copied else "")

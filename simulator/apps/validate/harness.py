@@ -37,9 +37,12 @@ from .recipes_h200 import h200_recipes
 from .scripts import launch_of, value
 from .rows import Case
 
-# what the driver reports for an H100 SXM 80GB (nvidia-smi: 81559 MiB); engines size memory by it,
-# not by the datasheet's "80 GB" the hardware preset carries
-DRIVER_MIB = {"h100": 81559}
+# what the driver reports for an H100 SXM 80GB (nvidia-smi: 81559 MiB) and an H200 SXM 141GB (nvidia-smi: 143771 MiB
+# = 140.4 GiB, driver 570; aiconfigurator's system file gives 141 GiB, mem_capacity 151397597184 in
+# ../shared/data/calibration/h200_sxm/aiconfigurator_system_h200_sxm.yaml:9); engines size memory by it, not by the
+# datasheet's "80 GB" / "141 GB" (as 1e9 bytes) the hardware presets carry. H200 added 2026-12-02: its rows replayed
+# 9.8 GB a GPU short (141e9 bytes against 150.8e9)
+DRIVER_MIB = {"h100": 81559, "h200": 143771}
 
 # Seconds per inter-node MoE dispatch / combine under DeepEP's normal-mode kernels (perfmodel.framework.
 # Framework.moe_a2a_call_s), FITTED on the TPOT of the H100 TRT-LLM DeepSeek rows whose only recipe is a
