@@ -61,7 +61,7 @@ def estimate_rows(args, out=None) -> int:
     fw = for_hardware(with_knobs(framework_preset(args.framework, args.framework_version),
                                  args.gpu_memory_utilization, args.step_overhead_ms, args.tokenize_us_per_token), hw)
     weights = args.weights or default_weights(args.model, hw.has_fp8)  # as simulate (modelspec.default_weights)
-    spec = load_model(args.model, weights=weights, kv=args.kv_dtype, fp8_scales=getattr(args, "fp8_scales", None))
+    spec = load_model(args.model, weights=weights, kv=args.kv_dtype, fp8_scales=args.fp8_scales)
     check_kv_dtype(args.kv_dtype, hw, fw.name)
     prof = resolve_profile(hw, args.profile)
     hw, args.gpus = cluster(hw, args.nodes, args.gpus_per_node, args.gpus)  # node size used; total GPUs

@@ -12,6 +12,7 @@ from perfmodel import ops
 from perfmodel.calibration import fp8_scale
 from perfmodel.calibration import gemm as gm
 from perfmodel.calibration.profile import PROFILE_DIR, load_profile
+from perfmodel.cli import main as perfmodel_main
 from perfmodel.formats import config_fp8_scales
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import MODELS_DIR, load_model
@@ -120,3 +121,17 @@ def test_inferencex_llama70b_rows_replay_the_modelopt_checkpoint(shared):
     assert harness(case_of(0, trt.to_dict())).fp8_scales == "static"
     other = rows[rows.id.str.contains("gpt_oss_120b_h200_sxm_trtllm")].iloc[0]
     assert harness(case_of(0, other.to_dict())).fp8_scales is None
+
+
+def test_estimate_takes_the_flag_and_says_so(capsys):
+    """`perfmodel estimate --fp8-scales static` costs the same GEMMs as simulate and names the format in its header."""
+    argv = ["estimate", "--model", "llama-3.1-70b", "--weights", "fp8", "--hardware", "h200", "--gpus", "8",
+            "--strategies", "tp", "--framework", "trtllm", "--input", "1024", "--output", "256"]
+    tpot = {}
+    for scales in ("dynamic", "static"):
+        assert perfmodel_main([*argv, "--fp8-scales", scales]) == 0
+        text = capsys.readouterr().out
+        assert ("static fp8 scales" in text) == (scales == "static")
+        assert perfmodel_main([*argv, "--fp8-scales", scales, "--format", "json"]) == 0
+        tpot[scales] = json.loads(capsys.readouterr().out)[0]["tpot_ms"]
+    assert tpot["static"] < tpot["dynamic"]
