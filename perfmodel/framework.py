@@ -39,6 +39,10 @@ class Framework:
     gpu_memory_utilization: float = 0.9
     reserve_bytes: float = 1.5e9
     reserve_per_tp_bytes: float = 0.0  # more reserve per TP degree (SGLang holds back (9.5 + tp/2) GiB)
+    # "sglang-0.5.3": SGLang >= 0.5.3 sizes the reserve from its chunk and CUDA-graph sizes instead (reserve_bytes_of);
+    # `chunk_tokens`: its --chunked-prefill-size where the deployment sets one (None: SGLang's default for the GPU)
+    reserve_rule: str = ""
+    chunk_tokens: int | None = None
     # TRT-LLM's rule: KV gets gpu_memory_utilization (kv_cache_config.free_gpu_memory_fraction) of the
     # memory left free after weights and runtime (reserve_bytes), not a fraction of all of it
     # (AIC base_backend.py:842-849 memory_fraction_of_free; docs/frameworks.md)
@@ -209,6 +213,32 @@ def graph_tokens(tokens, decode_only, fw: Framework):
     return int(out) if np.ndim(out) == 0 and isinstance(tokens, (int, np.integer)) else out
 
 
+# SGLang from 0.5.3 computes mem_fraction_static from what it reserves for activations and CUDA graphs, in MB of
+# the driver's total (ServerArgs._handle_gpu_memory_settings: server_args.py:639-670 @0.5.3, :823-857 @0.5.6,
+# :1020-1062 @0.5.9; PyPI wheels): 512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs
+# + tp x pp / 8 x 1024, at least 10 GiB on GPUs over 60 GB; chunk and graph sizes by the GPU's memory (the same
+# files: < 35 GiB 2048 / 24 at tp < 4 else 80, < 60 GiB 4096 / 32 or 160, < 160 GiB 8192 / 256 or 512, else
+# 16384 / 512; under 20 GiB 2048 / 8). DP-attention, piecewise-graph and speculative terms, and the rounding of the
+# fraction to 3 decimals (+-70 MB on an H200), are not modelled. 0.5.1 and
+# 0.5.2 reserve (9.5 + tp x pp / 2) GiB under 90 GiB, the preset's rule (12 + tp x pp / 2 up to 160 GiB: not modelled).
+SGLANG_RESERVE_RULE_FROM = (0, 5, 3)
+
+
+def reserve_bytes_of(fw: Framework, tp: int, pp: int, hbm_bytes: float) -> float:
+    """Bytes per GPU the framework holds back from weights + KV (memory.plan)."""
+    if fw.reserve_rule != "sglang-0.5.3":
+        return fw.reserve_bytes + fw.reserve_per_tp_bytes * tp
+    gib = hbm_bytes / 2**30
+    small = tp < 4
+    chunk, graph_bs = ((2048, 8) if gib < 20 else (2048, 24 if small else 80) if gib < 35
+                       else (4096, 32 if small else 160) if gib < 60 else (8192, 256 if small else 512) if gib < 160
+                       else (16384, 512))
+    mib = 512 + 1.5 * max(fw.chunk_tokens or chunk, 2048) + 2 * graph_bs + tp * pp / 8 * 1024
+    if gib > 60:
+        mib = max(mib, 10 * 1024)
+    return mib * 2**20
+
+
 def framework_preset(name: str, version: str | None = None) -> Framework:
     """The Framework of a serving framework by name (and version, where a default changed between
     versions: vLLM >= 0.14 schedules asynchronously); ValueError naming the known ones."""
@@ -218,6 +248,8 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
         raise ValueError(f"framework {name!r}: one of {', '.join(FRAMEWORKS)}") from None
     if version and name == "vllm" and _version(version)[:2] >= VLLM_ASYNC_DEFAULT_FROM:
         fw = dataclasses.replace(fw, step_overhead_s=0.0, schedule_ahead=True)
+    elif version and name == "sglang" and _version(version)[:3] >= SGLANG_RESERVE_RULE_FROM:
+        fw = dataclasses.replace(fw, reserve_rule="sglang-0.5.3")
     elif version:
         _version(version)  # checked: a version says which defaults apply
     return fw
@@ -234,7 +266,7 @@ def with_knobs(fw: Framework = DEFAULT_FRAMEWORK, gpu_memory_utilization: float 
         changes["gpu_memory_utilization"] = float(gpu_memory_utilization)
         if fw.name == "sglang":  # --mem-fraction-static: weights + KV, replacing SGLang's reserve rule
             # (server_args.py computes mem_fraction_static from the reserve only when none is given)
-            changes.update(reserve_bytes=0.0, reserve_per_tp_bytes=0.0)
+            changes.update(reserve_bytes=0.0, reserve_per_tp_bytes=0.0, reserve_rule="")
     if step_overhead_ms is not None:
         changes["step_overhead_s"] = float(step_overhead_ms) / 1e3
     if tokenize_us_per_token is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from .comm import ep_replicated
-from .framework import DEFAULT_FRAMEWORK, Framework
+from .framework import DEFAULT_FRAMEWORK, Framework, reserve_bytes_of
 from .layout import ParallelLayout
 from .modelspec import DTYPE_BYTES
 
@@ -82,7 +82,7 @@ def plan(spec, layout, hw, fw: Framework = DEFAULT_FRAMEWORK, extra_bytes_per_gp
     """MemoryPlan of one instance of `layout` on `hw` (DP replicas each get their own)."""
     w = weight_bytes_per_gpu(spec, layout, ffn_owner_group)
     kv_tok = kv_bytes_per_token_per_gpu(spec, layout)
-    reserve = fw.reserve_bytes + fw.reserve_per_tp_bytes * layout.tp
+    reserve = reserve_bytes_of(fw, layout.tp, layout.pp, hw.hbm_bytes)
     usable = hw.hbm_bytes * fw.gpu_memory_utilization - reserve
     if fw.kv_fraction_of_free:  # TRT-LLM: a fraction of what weights and runtime leave free
         free = max(0.0, hw.hbm_bytes - reserve - w - extra_bytes_per_gpu)

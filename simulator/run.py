@@ -241,6 +241,8 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms,
                                       rs.tokenize_us_per_token), rs.async_scheduling, rs.step_overhead_ms)
     framework = for_hardware(framework, hw)
+    if framework.reserve_rule and rs.engine.max_num_batched_tokens:  # SGLang >= 0.5.3 reserves by its chunk size
+        framework = dataclasses.replace(framework, chunk_tokens=rs.engine.max_num_batched_tokens)
     cfg = SimConfig(policy=rs.policy, layout=rs.layout, gpus=rs.gpus, policy_args=rs.policy_args, engine=rs.engine,
                     router=rs.router, max_concurrency=rs.max_concurrency, framework=framework,
                     client_turnaround_s=float(rs.client_turnaround_ms) / 1e3,

@@ -7,7 +7,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from perfmodel.framework import DEFAULT_FRAMEWORK
+from perfmodel.framework import DEFAULT_FRAMEWORK, framework_preset, reserve_bytes_of, with_knobs
 from perfmodel.hardware import load_hardware
 from perfmodel.layout import ParallelLayout
 from perfmodel.memory import plan
@@ -225,3 +225,21 @@ def test_no_cuda_graph_padding_on_a_cpu():
 
     assert for_hardware(FRAMEWORKS["vllm"], load_hardware("cpu")).cuda_graph_sizes == ()
     assert for_hardware(FRAMEWORKS["vllm"], load_hardware("h100")).cuda_graph_sizes == FRAMEWORKS["vllm"].cuda_graph_sizes
+
+
+def test_sglang_from_053_reserves_by_its_chunk_and_graph_sizes():
+    """SGLang >= 0.5.3 holds back 512 MB + 1.5 MB x chunk + 2 MB x cuda_graph_max_bs + tp x pp / 8 GiB (at least
+    10 GiB over 60 GB; server_args.py _handle_gpu_memory_settings @0.5.3-0.5.9), 0.5.1 (9.5 + tp / 2) GiB;
+    --mem-fraction-static replaces either. Regression (2026-12-02): every version reserved 0.5.1's amount."""
+    h200 = 143771 * 2**20  # the driver's total, MiB
+    old, new = framework_preset("sglang", "0.5.1.post1"), framework_preset("sglang", "0.5.9")
+    for tp, graph_bs in ((1, 256), (2, 256), (4, 512), (8, 512)):
+        assert reserve_bytes_of(old, tp, 1, h200) == (9.5 + tp / 2) * 2**30
+        assert reserve_bytes_of(new, tp, 1, h200) == (512 + 1.5 * 8192 + 2 * graph_bs + tp / 8 * 1024) * 2**20
+    chunked = dataclasses.replace(new, chunk_tokens=32768)  # --chunked-prefill-size 32768
+    assert reserve_bytes_of(chunked, 8, 1, h200) == (512 + 1.5 * 32768 + 1024 + 1024) * 2**20
+    assert reserve_bytes_of(new, 1, 1, 24 * 2**30) == (512 + 1.5 * 2048 + 2 * 24 + 128) * 2**20  # L4: no 10 GiB floor
+    assert reserve_bytes_of(with_knobs(new, gpu_memory_utilization=0.82), 8, 1, h200) == 0.0
+    spec, hw = load_model("llama-3.1-8b"), load_hardware("h200")
+    one = ParallelLayout(tp=1)
+    assert plan(spec, one, hw, new).kv_capacity_tokens < plan(spec, one, hw, old).kv_capacity_tokens
