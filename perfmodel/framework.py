@@ -39,7 +39,7 @@ class Framework:
     gpu_memory_utilization: float = 0.9
     reserve_bytes: float = 1.5e9
     reserve_per_tp_bytes: float = 0.0  # more reserve per TP degree (SGLang holds back (9.5 + tp/2) GiB)
-    # "sglang-0.5.3": SGLang >= 0.5.3 sizes the reserve from its chunk and CUDA-graph sizes instead (reserve_bytes_of);
+    # SGLANG_RESERVE_RULE: SGLang >= 0.5.3 sizes the reserve from its chunk and CUDA-graph sizes (reserve_bytes_of);
     # `chunk_tokens`: its --chunked-prefill-size where the deployment sets one (None: SGLang's default for the GPU)
     reserve_rule: str = ""
     chunk_tokens: int | None = None
@@ -222,11 +222,12 @@ def graph_tokens(tokens, decode_only, fw: Framework):
 # fraction to 3 decimals (+-70 MB on an H200), are not modelled. 0.5.1 and
 # 0.5.2 reserve (9.5 + tp x pp / 2) GiB under 90 GiB, the preset's rule (12 + tp x pp / 2 up to 160 GiB: not modelled).
 SGLANG_RESERVE_RULE_FROM = (0, 5, 3)
+SGLANG_RESERVE_RULE = "sglang-0.5.3"  # Framework.reserve_rule of those versions
 
 
 def reserve_bytes_of(fw: Framework, tp: int, pp: int, hbm_bytes: float) -> float:
     """Bytes per GPU the framework holds back from weights + KV (memory.plan)."""
-    if fw.reserve_rule != "sglang-0.5.3":
+    if fw.reserve_rule != SGLANG_RESERVE_RULE:
         return fw.reserve_bytes + fw.reserve_per_tp_bytes * tp
     gib = hbm_bytes / 2**30
     small = tp < 4
@@ -249,7 +250,7 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
     if version and name == "vllm" and _version(version)[:2] >= VLLM_ASYNC_DEFAULT_FROM:
         fw = dataclasses.replace(fw, step_overhead_s=0.0, schedule_ahead=True)
     elif version and name == "sglang" and _version(version)[:3] >= SGLANG_RESERVE_RULE_FROM:
-        fw = dataclasses.replace(fw, reserve_rule="sglang-0.5.3")
+        fw = dataclasses.replace(fw, reserve_rule=SGLANG_RESERVE_RULE)
     elif version:
         _version(version)  # checked: a version says which defaults apply
     return fw

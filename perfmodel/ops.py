@@ -65,14 +65,14 @@ def _compute_dtype(weight_dtype: str, hw) -> str:
 def gemm_time_s(m, n, k, weight_dtype: str, hw, prof=None, static_scales: bool = False):
     """C[m,n] = A[m,k] @ W[k,n]: m tokens, weights stored in `weight_dtype`, bf16 activations. static_scales: an
     fp8 GEMM whose activation scale the checkpoint calibrated skips the measured dynamic kernel's compute-scale
-    pass (calibration/fp8_scale.py; cost.static_fp8 says when)."""
+    pass (calibration/fp8_scale.py; cost._layer_gemm_ew_s says when: a static checkpoint on its table's framework)."""
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
     cd = _compute_dtype(weight_dtype, hw)
     if prof is not None:
         t = prof.gemm_time_s(m, n, k, cd)
-        if t is not None and static_scales and cd == "fp8":
-            t = prof.fp8_static_time_s(t, m, n, k)
         if t is not None:
+            if static_scales and cd == "fp8":
+                t = prof.fp8_static_time_s(t, m, n, k)
             # weight-only quantisation (W4A16 mxfp4, W8A16 fp8 without fp8 tensor cores): the measured table
             # is of GEMMs that read `cd` weights; the kernel reads the smaller stored ones, so the weight bytes
             # it does not read come off (never below the compute-bound time at the table's dtype)

@@ -10,6 +10,7 @@ import pytest
 
 from perfmodel import ops
 from perfmodel.calibration import fp8_scale
+from perfmodel.calibration.aiconfigurator import system_dir
 from perfmodel.calibration import gemm as gm
 from perfmodel.calibration.profile import PROFILE_DIR, load_profile
 from perfmodel.cli import main as perfmodel_main
@@ -26,9 +27,8 @@ RUN = ["--trace", TRACE, "--policy", "layout", "--layout", "tp=2", "--model", "l
 
 
 def _package_table(system: str):
-    aic = pytest.importorskip("perfmodel.calibration.aiconfigurator")
     try:
-        path = fp8_scale.table_path(aic.system_dir(system))
+        path = fp8_scale.table_path(system_dir(system))
     except ValueError as e:
         pytest.skip(f"aiconfigurator-core not installed: {e}")
     return pd.read_parquet(path)
@@ -61,8 +61,7 @@ def test_static_gemm_is_the_dynamic_row_less_the_measured_compute_scale(system):
 def test_bundled_sections_are_the_fit_of_the_package_tables():
     """The shipped profiles' fp8_compute_scale sections are what the importer fits from the package today."""
     for system in ("h100_sxm", "h200_sxm"):
-        _package_table(system)
-        from perfmodel.calibration.aiconfigurator import system_dir  # (the optional package: skipped above if absent)
+        _package_table(system)  # (skips without the optional package)
         fitted = fp8_scale.fit(fp8_scale.table_path(system_dir(system)))
         shipped = json.loads((PROFILE_DIR / f"{system}.json").read_text())
         assert shipped["fp8_compute_scale"]["us"] == fitted["us"]
