@@ -52,9 +52,10 @@ class RunningBatch:
     exactly one token (a hint for the scheduler's fast path); `used_blocks`: KV blocks held."""
 
     __slots__ = ("block_size", "idx", "prompt", "output", "cbase", "gbase", "clock", "sum_cbase",
-                 "used_blocks", "phase", "decoding", "lead", "own", "_left", "_key", "_seq", "_seq_of", "_next_seq")
+                 "used_blocks", "phase", "decoding", "lead", "own", "_left", "_key", "_seq", "_seq_of", "_next_seq",
+                 "sum_key", "_clip", "_over", "full_blocks")
 
-    def __init__(self, block_size: int):
+    def __init__(self, block_size: int, clip_tokens: int | None = None):
         self.block_size = block_size
         self.idx: list = []  # request positions in the workload
         self.prompt: list = []  # input tokens
@@ -78,6 +79,12 @@ class RunningBatch:
         self._seq: list = []
         self._seq_of: dict = {}  # position in the workload -> its admission number
         self._next_seq = 0
+        # SGLang's reservation, sum of min(output - generated, clip) (output_left), in O(requests past the clip):
+        # the keys' sum (output - generated = key - clock), and the requests whose key was past clock + clip when
+        # set (the clock only grows, so one that falls below stays below until its key changes)
+        self.sum_key = 0
+        self.full_blocks = 0  # blocks the requests' whole lengths (prompt + output) take: TRT-LLM's reservations
+        self._clip, self._over = clip_tokens, {}
 
     def __len__(self) -> int:
         return len(self.idx)
@@ -126,10 +133,13 @@ class RunningBatch:
     def finished(self, exclude=()) -> list:
         """Batch positions (ascending) of requests with every output token sampled, less those in
         `exclude` (requests whose step the caller judges itself, e.g. prompts still in prefill)."""
-        heap, key, out, keep = self._left, self._key, [], []
+        heap, key, out, keep, last = self._left, self._key, [], [], -1
         bound = (self.clock + 1) * POS_SPAN  # entries of keys <= the clock
         while heap and heap[0] < bound:
             entry = heapq.heappop(heap)
+            if entry == last:  # a second entry of one key: a request that left and came back at the same key (the
+                continue  # clock stays through a prompts-only step), counted once
+            last = entry
             pos = entry & POS_MASK
             if key.get(pos) == entry >> POS_BITS:  # (stale entries are dropped)
                 i = self.index(pos)
@@ -141,6 +151,20 @@ class RunningBatch:
             heapq.heappush(heap, entry)
         out.sort()
         return out
+
+    def output_left(self, clip: int) -> int:
+        """Sum over the batch of min(output - generated, clip): the output tokens SGLang's admission still
+        reserves (scheduler.reserved_blocks); O(requests past the clip) when the batch was built with this clip."""
+        d = self.clock
+        if clip != self._clip:
+            return sum(min(o - g - d, clip) for o, g in zip(self.output, self.gbase))
+        over, key = 0, self._key
+        for pos, k in list(self._over.items()):
+            if key.get(pos) != k or k - d <= clip:  # (gone, re-keyed, or no longer past the clip)
+                del self._over[pos]
+            else:
+                over += k - d - clip
+        return self.sum_key - len(self.idx) * d - over
 
     def index(self, pos: int) -> int:
         """Batch position of the running request `pos` (O(log batch))."""
@@ -161,6 +185,9 @@ class RunningBatch:
 
     def _order(self, pos: int, key: int) -> None:
         """Request `pos` finishes when the clock reaches `key` (output - gbase)."""
+        self.sum_key += key - self._key.get(pos, 0)
+        if self._clip is not None and key - self.clock > self._clip:
+            self._over[pos] = key
         self._key[pos] = key
         heapq.heappush(self._left, key * POS_SPAN + pos)
 
@@ -169,6 +196,7 @@ class RunningBatch:
         if not 0 <= pos < POS_SPAN:
             raise ValueError(f"request position {pos} outside [0, 2**{POS_BITS}): the completion order cannot hold it")
         self.idx.append(pos)
+        self.full_blocks += -(-(prompt + output) // self.block_size)
         self._seq.append(self._next_seq)
         self._seq_of[pos] = self._next_seq
         self._next_seq += 1
@@ -207,7 +235,8 @@ class RunningBatch:
             self._add(cbase[i] + d, -1)
             self.used_blocks += own[i]
             pos = idx[i]
-            del self._key[pos]
+            self.sum_key -= self._key.pop(pos)
+            self.full_blocks -= -(-(prompt[i] + output[i]) // self.block_size)
             del self._seq_of[pos]
             gone.append(Left(pos, gbase[i] + d))
             del idx[i], prompt[i], output[i], cbase[i], gbase[i], own[i], seq[i]

@@ -55,7 +55,7 @@ class Engine(EngineCore):
                          kv_per_gpu_divisor=kv_per_gpu_divisor)
         self.runner, self.limits, self.prefill_only = runner, limits, prefill_only
         self.kv = KVBlocks(kv_capacity_tokens, limits.block_size)
-        self.batch = RunningBatch(limits.block_size)
+        self.batch = RunningBatch(limits.block_size, limits.clip_output_tokens if limits.reserve == "sglang" else None)
         # automatic prefix caching (vLLM v1), for requests that carry trace block hashes
         self.cache = PrefixCache(limits.block_size, recs.prefix_blocks, recs.input_tokens) \
             if prefix_caching and recs.prefix_blocks is not None else None

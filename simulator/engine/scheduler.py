@@ -114,11 +114,9 @@ def reserved_blocks(batch, lim: Limits, ratio: float = 0.0) -> int:
     length (prompt + output), under "sglang" their remaining output x ratio (at most the clip);
     0 for the vLLM rules (they claim blocks as tokens come, and preempt when short)."""
     if lim.reserve == "request":
-        bs = lim.block_size
-        return sum(-(-(p + o) // bs) for p, o in zip(batch.prompt, batch.output)) - batch.used_blocks
+        return batch.full_blocks - batch.used_blocks
     if lim.reserve == "sglang":
-        left = [min(o - g, lim.clip_output_tokens) for o, g in zip(batch.output, batch.generated())]
-        return -(-int(sum(left) * ratio) // lim.block_size)
+        return -(-int(batch.output_left(lim.clip_output_tokens) * ratio) // lim.block_size)
     return 0
 
 

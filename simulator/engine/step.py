@@ -87,8 +87,10 @@ def aggregates(batch, s) -> StepAgg:
         return StepAgg(pt, ps, float(pairs), float(pkv), dn + adn, float(dkv))
     # the leading decoders (s.decoders: one token each after their context) in aggregate, the rest one by one
     lead, d, cbase = s.decoders, batch.clock, batch.cbase
-    rest = [cbase[i] + d for i in range(lead, len(s.granted))]
-    pt, ps, pairs, pkv, dn, dkv = _sums(s.granted[lead:], rest)
+    n_run = len(s.granted) - len(s.admitted)
+    start = lead if lead or any(s.granted[:n_run]) else n_run  # (a prompts-only step: the running add nothing)
+    rest = [cbase[i] + d for i in range(start, len(s.granted))]
+    pt, ps, pairs, pkv, dn, dkv = _sums(s.granted[start:], rest)
     if lead:
         dn += lead
         dkv += batch.sum_computed - sum(rest) + lead
@@ -117,14 +119,21 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) ->
     # every request that decodes (one token after its prompt, sampling) advances together; the rest
     # (prefill chunks, admitted, not granted, first tokens) are set one by one
     n_run = len(s.granted) - len(s.admitted)
+    tick = True  # the decoders advance together: one tick of the batch clock
     if s.decode_running:
         fix = range(n_run, len(s.granted))
+    elif not s.decoders and not any(s.granted[:n_run]):
+        # a prompts-only step (prefill first: SGLang, vLLM V0): the running requests wait, so the clock stays
+        # and only the admitted change. Ticking it and setting every running request back cost O(batch) per
+        # step (issue 36: an overloaded SGLang run spent 3/4 of its time there)
+        fix, tick = range(n_run, len(s.granted)), False
     else:  # (a leading decoder is none of these: s.decoders)
         prompt, out, cbase, gbase, d, granted = batch.prompt, batch.output, batch.cbase, batch.gbase, batch.clock, s.granted
         fix = [i for i in range(s.decoders, len(granted)) if granted[i] != 1 or gbase[i] + d == 0 or out[i] == 0
                or cbase[i] + 1 != prompt[i] + gbase[i]]
     before = [(batch.cbase[i] + batch.clock, batch.gbase[i] + batch.clock) for i in fix]
-    batch.decode(1)
+    if tick:
+        batch.decode(1)
     done = []
     for i, (c, gen) in zip(fix, before):
         g, out = s.granted[i], batch.output[i]
