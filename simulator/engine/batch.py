@@ -65,7 +65,7 @@ class RunningBatch:
         self.clock = 0  # uniform decode steps so far (D)
         self.sum_cbase = 0
         self.used_blocks = 0
-        self.phase: dict = {}  # cbase mod block_size -> requests (who open a block together)
+        self.phase: list = [0] * block_size  # requests by cbase mod block_size (who open a block together)
         self.decoding = True
         self.lead = 0  # batch positions [0, lead) decode next: generated > 0 and one token wanted (grow_lead)
         self.own: list = []  # KV blocks each request holds through the prefix cache (not its own)
@@ -121,7 +121,7 @@ class RunningBatch:
 
     def entering_block(self) -> int:
         """Requests whose next token opens a new KV block (computed a multiple of block_size)."""
-        return self.phase.get(-self.clock % self.block_size, 0)
+        return self.phase[-self.clock % self.block_size]
 
     def first_completion(self) -> int:
         """All-decode steps until the first request completes: min(output - generated)."""
@@ -177,11 +177,7 @@ class RunningBatch:
         self.sum_cbase += sign * (c - self.clock)
         self.used_blocks += sign * -(-c // bs)
         ph = (c - self.clock) % bs
-        n = self.phase.get(ph, 0) + sign
-        if n:
-            self.phase[ph] = n
-        else:
-            del self.phase[ph]
+        self.phase[ph] += sign
 
     def _order(self, pos: int, key: int) -> None:
         """Request `pos` finishes when the clock reaches `key` (output - gbase)."""
@@ -258,18 +254,22 @@ class RunningBatch:
         return self.remove([len(self.idx) - 1])[0]
 
     def opened_blocks(self, k: int) -> int:
-        """KV blocks k decode steps of every request would open (a request whose computed tokens are
-        q block_size + r opens ceil((r + k) / block_size) - (r > 0)); O(block_size), not O(batch)."""
-        bs, d = self.block_size, self.clock
-        return sum(n * (-(-((ph + d) % bs + k) // bs) - ((ph + d) % bs > 0)) for ph, n in self.phase.items())
+        """KV blocks k >= 1 decode steps of every request would open. A request with c tokens computed opens one
+        at each step that starts from a multiple of block_size: floor((c + k - 1) / bs) - floor((c - 1) / bs), which
+        with k - 1 = a bs + b is a, plus 1 when (c - 1) mod bs >= bs - 1 - b. So all of them open n a blocks plus
+        one per request whose phase (cbase mod bs) lies in a cyclic range of b + 1 phases: a sum over part of the
+        phase histogram, O(1) lines, not O(batch) or a loop over the phases."""
+        bs, ph = self.block_size, self.phase
+        a, b = divmod(k - 1, bs)
+        lo = (-b - self.clock) % bs  # phases from lo, b + 1 of them (cyclic)
+        hi = lo + b + 1
+        tail = sum(ph[lo:hi]) if hi <= bs else sum(ph[lo:]) + sum(ph[:hi - bs])
+        return len(self.idx) * a + tail
 
     def decode(self, k: int) -> None:
         """Every request computed and sampled k more tokens (a k-step decode stretch)."""
-        bs, d = self.block_size, self.clock
         if k == 1:  # those at a block boundary open one
-            self.used_blocks += self.phase.get(-d % bs, 0)
+            self.used_blocks += self.phase[-self.clock % self.block_size]
         else:
-            for ph, n in self.phase.items():  # computed = q bs + r opens ceil((r + k) / bs) - (r > 0) blocks
-                r = (ph + d) % bs
-                self.used_blocks += n * (-(-(r + k) // bs) - (r > 0))
-        self.clock = d + k
+            self.used_blocks += self.opened_blocks(k)
+        self.clock += k
