@@ -1,10 +1,12 @@
 """Where the simulator's Python work goes, counted rather than timed (issue 36): the lines simulator/ and perfmodel/
 execute per request (sys.settrace), in all and per function, for the issue's deployment (DP=8 Llama-3.1-8B on 8 x
-H100 SXM, calibrated profile, BurstGPT-like gamma arrivals) at a given rate and framework. A deterministic figure:
-two commits, or two machines, compare exactly (tests/test_overload_cost.py bounds its growth with the load); the
-tracer makes the run ~10x slower, so keep n small.
+H100 SXM, calibrated profile, BurstGPT-like gamma arrivals) at a given rate and framework, or another policy on
+those GPUs. A deterministic figure: two commits, or two machines, compare exactly (tests/test_overload_cost.py
+bounds its growth with the load); the tracer makes the run ~10x slower, so keep n small. 2026-12-02, 1,500
+requests at 30 req/s: dp 664 lines per request, tp 547, flying 767, disagg 940, sidp 6,090 (13 loop turns per
+request; its compute-as-a-service FFN GEMMs are costed through perfmodel.ops at every step, not from a table).
 
-    python benchmarks/lines_per_request.py [--rate 300] [--n 10000] [--framework vllm] [--top 25]
+    python benchmarks/lines_per_request.py [--rate 300] [--n 10000] [--framework vllm] [--policy dp] [--top 25]
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=300.0, help="arrivals per second (saturation is ~217 for vLLM)")
     p.add_argument("--n", type=int, default=10_000, help="requests")
     p.add_argument("--framework", default="vllm", choices=("vllm", "sglang", "trtllm"))
+    p.add_argument("--policy", default="dp", help="parallelism policy on the 8 GPUs (dp, tp, sidp, flying, ...)")
     p.add_argument("--top", type=int, default=25, help="functions to list")
     a = p.parse_args()
     w = load_trace(f"synthetic:gamma?rate={a.rate:g}&burstiness=0.5&n={a.n}&lengths=burstgpt.csv", seed=0)
@@ -42,11 +45,11 @@ def main() -> None:
 
     sys.settrace(calls)
     try:
-        r = run(w, RunSpec(policy="dp", model="llama-3.1-8b", hardware="h100_sxm", gpus=8, framework=a.framework))
+        r = run(w, RunSpec(policy=a.policy, model="llama-3.1-8b", hardware="h100_sxm", gpus=8, framework=a.framework))
     finally:
         sys.settrace(None)
     total = sum(lines.values())
-    print(f"{a.framework}, {a.rate:g} req/s, {a.n:,} requests: {total / a.n:.1f} lines per request, "
+    print(f"{a.policy}, {a.framework}, {a.rate:g} req/s, {a.n:,} requests: {total / a.n:.1f} lines per request, "
           f"{len(r.steps) / a.n:.2f} engine-loop turns per request")
     for (path, name), n in lines.most_common(a.top):
         print(f"  {n / a.n:8.1f}  {path}:{name}")
