@@ -96,7 +96,7 @@ class RunSpec:
     # the framework's loop schedules step n+1 while step n runs (vLLM --async-scheduling; TRT-LLM's and
     # SGLang's overlap schedulers): None, the framework's default (vLLM >= 0.14, TRT-LLM, SGLang: on)
     async_scheduling: bool | None = None
-    hbm_gb: float | None = None  # None: the preset's datasheet HBM; else the memory the driver reports
+    hbm_gb: float | None = None  # None: the preset's HBM (what the driver reports for H100 / H200); else this many GB
     # a deployment's settings beyond the framework's defaults (perfmodel.framework.with_deployment): a fused-MoE
     # kernel family ("marlin": vLLM's VLLM_MXFP4_USE_MARLIN=1), the host cost of each inter-node DeepEP
     # normal-mode all_to_all, and a disaggregated request's KV-transfer-end -> first-token handoff. None: the

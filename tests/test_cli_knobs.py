@@ -40,9 +40,11 @@ def _refused(capsys, cli, argv) -> str:
 def test_simulate_gpu_memory_utilization_sets_the_kv_and_is_recorded(capsys):
     base, low = _sim(capsys), _sim(capsys, "--gpu-memory-utilization", "0.5")
     assert base["gpu_memory_utilization"] == 0.9 and low["gpu_memory_utilization"] == 0.5
-    # KV = HBM * utilisation - reserve - weights: 0.4 of 80 GB less, at ~131 kB per token (bf16 KV, 8B)
+    # KV = HBM * utilisation - reserve - weights: 0.4 of the H100's 81,559 MiB (what the driver reports) less, at
+    # ~131 kB per token (bf16 KV, 8B)
     assert low["kv_capacity_tokens"] < base["kv_capacity_tokens"]
-    assert base["kv_capacity_tokens"] - low["kv_capacity_tokens"] == pytest.approx(0.4 * 80e9 / 131072, rel=0.01)
+    assert base["kv_capacity_tokens"] - low["kv_capacity_tokens"] == pytest.approx(0.4 * 81559 * 2**20 / 131072,
+                                                                                rel=0.01)
 
 
 def test_simulate_step_overhead_adds_to_every_step_and_is_recorded(capsys):

@@ -131,8 +131,9 @@ def test_a_planted_stretch_bug_is_caught():
     w = trace([0.0, 0.0, 0.1, 0.3], [2000, 1500, 800, 40], [400, 300, 200, 400])  # 5,640 tokens in all
     real = step.stretch_steps
     with mock.patch.object(step, "stretch_steps", lambda batch, free, bs: real(batch, free + 1000, bs)):
-        ff = run(w, dataclasses.replace(spec("tp", {}, True), gpu_memory_utilization=0.14, gpus=1))
-    sbs = run(w, dataclasses.replace(spec("tp", {}, False), gpu_memory_utilization=0.14, gpus=1))
+        ff = run(w, dataclasses.replace(spec("tp", {}, True), gpu_memory_utilization=0.14, gpus=1, hbm_gb=80.0))
+    # (an 80e9-byte H100, the scenario's size: the preset's driver figure, 85.5e9, leaves room for all four)
+    sbs = run(w, dataclasses.replace(spec("tp", {}, False), gpu_memory_utilization=0.14, gpus=1, hbm_gb=80.0))
     assert sbs.summary["kv_capacity_tokens"] < 5000  # (4,720: the four requests' 5,640 tokens do not fit)
     with pytest.raises(AssertionError):
         assert_same(ff, sbs)

@@ -38,7 +38,7 @@ def test_a_rejected_giant_prompt_does_not_delay_the_next_request():
 @pytest.mark.parametrize("gpus", ["4", "2"])
 def test_shift_with_no_room_for_sp_runs_as_tp_with_one_weight_copy(capsys, gpus):
     argv = ["--model", "llama-3.3-70b", "--hardware", "h100", "--gpus", gpus, "--profile", "none", *TRACE,
-            "--compare", "tp,shift", "--format", "json"]
+            "--compare", "tp,shift", "--format", "json", "--hbm-gb", "80"]  # (80e9 bytes: no room for SP's copy)
     assert main(argv) == 0
     out = capsys.readouterr()
     tp, shift = json.loads(out.out)

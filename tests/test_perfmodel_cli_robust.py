@@ -241,7 +241,7 @@ def test_hardware_table_json(capsys):
                                 "link_bw_gbs", "gpus_per_node", "hosts_per_node", "profile"]
     assert cli.main(["hardware", "--format", "json"]) == 0
     h200 = {r["hardware"]: r for r in json.loads(capsys.readouterr().out)}["h200_sxm"]
-    assert (h200["hbm_gb"], h200["hbm_bw_gbs"], h200["gpus_per_node"], h200["link"]) == (141.0, 4800, 8, "nvswitch")
+    assert (h200["hbm_gb"], h200["hbm_bw_gbs"], h200["gpus_per_node"], h200["link"]) == (150.8, 4800, 8, "nvswitch")
     assert h200["fp8_tflops"] == pytest.approx(2 * h200["bf16_tflops"], rel=1e-3) and h200["link_bw_gbs"] == 450
     assert (h200["fp4_tflops"], h200["hosts_per_node"], h200["profile"]) == (0, 1, "h200_sxm")
 

@@ -24,9 +24,16 @@ def model(name: str = "llama-3.1-8b", weights: str = "fp8"):
     return load_model(name, weights=weights)
 
 
+# The scenarios of these tests size their KV pressure (utilisations, prompt lengths against capacity) for an H100 of
+# 80e9 bytes, the datasheet figure its preset carried until 2026-12-02; the preset now carries what the driver
+# reports (85.5e9: test_perfmodel_specs checks it). Pressure is their point, not the preset's memory: they keep 80e9.
+SCENARIO_HBM_BYTES = {"h100": 80e9}
+
+
 @functools.lru_cache(maxsize=None)
 def hardware(name: str = "h100"):
-    return load_hardware(name)
+    hw = load_hardware(name)
+    return dataclasses.replace(hw, hbm_bytes=SCENARIO_HBM_BYTES[name]) if name in SCENARIO_HBM_BYTES else hw
 
 
 def workload(arrival_s, input_tokens, output_tokens, **cols):

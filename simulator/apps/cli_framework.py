@@ -44,7 +44,7 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
                    "decode) adds to the step, on top of its kernels and the step overhead "
                    "(default 0; a lead, not fitted: docs/fidelity.md, benchmarks/fit_seq_overhead.py)")
     p.add_argument("--hbm-gb", type=float, help="memory per GPU in GB as the driver reports it (engines size their "
-                   "KV by it; default: the hardware preset's datasheet figure)")
+                   "KV by it; default: the preset's, which for H100 / H200 SXM is the driver's figure)")
 
 
 def framework_fields(args) -> dict:

@@ -37,13 +37,6 @@ from .recipes_h200 import h200_recipes
 from .scripts import launch_of, value
 from .rows import Case
 
-# what the driver reports for an H100 SXM 80GB (nvidia-smi: 81559 MiB) and an H200 SXM 141GB (nvidia-smi: 143771 MiB
-# = 140.4 GiB, driver 570; aiconfigurator's system file gives 141 GiB, mem_capacity 151397597184 in
-# ../shared/data/calibration/h200_sxm/aiconfigurator_system_h200_sxm.yaml:9); engines size memory by it, not by the
-# datasheet's "80 GB" / "141 GB" (as 1e9 bytes) the hardware presets carry. H200 added 2026-12-02: its rows replayed
-# 9.8 GB a GPU short (141e9 bytes against 150.8e9)
-DRIVER_MIB = {"h100": 81559, "h200": 143771}
-
 # Seconds per inter-node MoE dispatch / combine under DeepEP's normal-mode kernels (perfmodel.framework.
 # Framework.moe_a2a_call_s), FITTED on the TPOT of the H100 TRT-LLM DeepSeek rows whose only recipe is a
 # plain one decoding on DEP16 workers (C = 924, 1845, 4916 at 1k and 308 at 8k: 8 rows, 4 measurements;
@@ -224,8 +217,7 @@ def _harness(case: Case, framework: str | None = None) -> Harness:
         return dataclasses.replace(other, source=h.source, rounds=h.rounds, length_ratio=h.length_ratio,
                                    client_turnaround_s=h.client_turnaround_s)
     src = source_of(case)
-    mib = DRIVER_MIB.get(case.hardware)
-    hbm_gb = mib * 2**20 / 1e9 if mib else None
+    hbm_gb = None  # the preset's memory: what the driver reports (perfmodel/hardware/h100_sxm.toml, h200_sxm.toml)
     eng = DEFAULT_ENGINE[case.backend]
     if src == "aic":  # aiperf; the framework's defaults at its version, its own KV dtype ("auto": bf16 here)
         return Harness(src, eng, "bf16", 20, 1.0, hbm_gb, client_turnaround_s=AIPERF_TURNAROUND_S,
