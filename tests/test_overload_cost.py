@@ -4,9 +4,10 @@ The cost is counted, not timed (no test asserts a wall-clock time): the Python l
 execute per request, traced with sys.settrace, a deterministic figure on any machine. One DP=1 engine of
 Llama-3.1-8B on an H100 (calibrated profile), BurstGPT-like arrivals at half and four times its saturated rate
 (~27 req/s: benchmarks/overload_speed.py measures it, 217 req/s for DP=8). Per request the overloaded run may cost at
-most twice the light one (the issue's bound). Before issue 36's fixes an overloaded SGLang run executed 8,155 lines
-per request against 1,722 at half load (4.7x: every prompts-only step set each waiting decoder back, and the
-reservation summed the whole batch), 391 / 624 after.
+most twice the light one (the issue's bound). Lines per request at 4x / 0.5x, 2026-12-02: before deb500d SGLang
+8,218 / 1,860 (4.4x: every prompts-only step set each waiting decoder back, and the reservation summed the whole
+batch), TRT-LLM 599 / 767, vLLM 379 / 629; after it (and the driver's memory in the H100 preset) 418 / 681,
+365 / 663, 348 / 571.
 """
 from __future__ import annotations
 
