@@ -9,6 +9,7 @@ from perfmodel.modelspec import load_model
 from perfmodel.hardware import load_hardware
 from simulator.apps.cli import main
 from simulator.apps.validate.harness import as_launched, harness
+from simulator.apps.validate.replay import run_spec
 from simulator.apps.validate.rows import Case, Skip, case_of
 
 COLS = ("id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,"
@@ -55,7 +56,7 @@ def test_harness_follows_each_framework():
     t, s = harness(case(0)), harness(case(1))
     assert t.engine.scheduler == "trtllm" and not t.engine.enable_chunked_prefill
     assert s.engine.scheduler == "sglang" and s.engine.schedule_order == "prefill-first" and s.engine.block_size == 1
-    assert s.hbm_gb is None  # the preset's memory, which is what the driver reports (SGLang sizes by it)
+    assert run_spec(case(1), s).hbm_gb is None  # the preset's memory: what the driver reports (SGLang sizes by it)
     # aiconfigurator's harness recorded no engine flags, so each framework runs its own defaults (harness.py),
     # the same for all three and said so: vLLM 0.12's 8192 tokens / 1024 seqs, not the generator's limits
     v = harness(case(3))
@@ -246,5 +247,5 @@ def test_replays_size_memory_by_what_the_driver_reports():
     cols = COLS.split(",")
     for system, mib in (("h100_sxm", 81559), ("h200_sxm", 143771)):
         row = ROWS[0].replace("h100_sxm", system)
-        h = harness(case_of(0, dict(zip(cols, row.split(",")))))
-        assert h.hbm_gb is None and load_hardware(system).hbm_bytes == mib * 2**20
+        c = case_of(0, dict(zip(cols, row.split(","))))
+        assert run_spec(c, harness(c)).hbm_gb is None and load_hardware(system).hbm_bytes == mib * 2**20

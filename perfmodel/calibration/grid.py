@@ -53,30 +53,20 @@ def _blend(cells: list, flat) -> float:
 
 
 def _blend3(cells: list, flat) -> float:
-    """_blend of a 3-axis grid unrolled (the simulator's prefill-attention lookup, once per step with prompts: issue
-    36): the same corners in the same order, each weight ((w0 x w1) x w2) and the sum in that order, so equal bit
-    for bit, in a tenth of the interpreted lines."""
-    ((a0, u0), (a1, u1)), ((b0, v0), (b1, v1)), ((c0, x0), (c1, x1)) = cells
-    out, uv = 0.0, u0 * v0
-    if uv * x0:
-        out += uv * x0 * flat[a0 + b0 + c0]
-    if uv * x1:
-        out += uv * x1 * flat[a0 + b0 + c1]
-    uv = u0 * v1
-    if uv * x0:
-        out += uv * x0 * flat[a0 + b1 + c0]
-    if uv * x1:
-        out += uv * x1 * flat[a0 + b1 + c1]
-    uv = u1 * v0
-    if uv * x0:
-        out += uv * x0 * flat[a1 + b0 + c0]
-    if uv * x1:
-        out += uv * x1 * flat[a1 + b0 + c1]
-    uv = u1 * v1
-    if uv * x0:
-        out += uv * x0 * flat[a1 + b1 + c0]
-    if uv * x1:
-        out += uv * x1 * flat[a1 + b1 + c1]
+    """_blend of a 3-axis grid with its inner axis unrolled (the simulator's prefill-attention lookup, once per step
+    with prompts: issue 36): the same corners in the same order, each weight ((w0 x w1) x w2) and the sum in that
+    order, so equal bit for bit, in a quarter of the interpreted lines."""
+    ca, cb, ((c0, x0), (c1, x1)) = cells
+    out = 0.0
+    for oa, wa in ca:
+        for ob, wb in cb:
+            uv, k = wa * wb, oa + ob
+            w = uv * x0
+            if w:
+                out += w * flat[k + c0]
+            w = uv * x1
+            if w:
+                out += w * flat[k + c1]
     return float(out)
 
 

@@ -73,6 +73,13 @@ def _sums(grants, contexts) -> tuple:
     return pt, ps, pairs, pkv, dn, dkv
 
 
+def prompts_only(s) -> bool:
+    """Whether schedule `s` runs only admitted prompts while every running request waits (granted 0, none decoding):
+    prefill first's prompt steps (SGLang, vLLM V0). The running requests then change in nothing, so a step touches
+    only its prompts: O(prompts), not O(batch) (issue 36: an overloaded SGLang run spent 3/4 of its time there)."""
+    return not s.decoders and not s.decode_running and not any(s.granted[:len(s.granted) - len(s.admitted)])
+
+
 def aggregates(batch, s) -> StepAgg:
     """The step's cost aggregates (perfmodel.batch.aggregates' order and values: exact integers, so
     the floats are too)."""
@@ -87,8 +94,7 @@ def aggregates(batch, s) -> StepAgg:
         return StepAgg(pt, ps, float(pairs), float(pkv), dn + adn, float(dkv))
     # the leading decoders (s.decoders: one token each after their context) in aggregate, the rest one by one
     lead, d, cbase = s.decoders, batch.clock, batch.cbase
-    n_run = len(s.granted) - len(s.admitted)
-    start = lead if lead or any(s.granted[:n_run]) else n_run  # (a prompts-only step: the running add nothing)
+    start = len(s.granted) - len(s.admitted) if prompts_only(s) else lead  # (then the running add nothing)
     rest = [cbase[i] + d for i in range(start, len(s.granted))]
     pt, ps, pairs, pkv, dn, dkv = _sums(s.granted[start:], rest)
     if lead:
@@ -122,10 +128,7 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) ->
     tick = True  # the decoders advance together: one tick of the batch clock
     if s.decode_running:
         fix = range(n_run, len(s.granted))
-    elif not s.decoders and not any(s.granted[:n_run]):
-        # a prompts-only step (prefill first: SGLang, vLLM V0): the running requests wait, so the clock stays
-        # and only the admitted change. Ticking it and setting every running request back cost O(batch) per
-        # step (issue 36: an overloaded SGLang run spent 3/4 of its time there)
+    elif prompts_only(s):  # the running requests wait: the clock stays (ticking it set each one back, O(batch))
         fix, tick = range(n_run, len(s.granted)), False
     else:  # (a leading decoder is none of these: s.decoders)
         prompt, out, cbase, gbase, d, granted = batch.prompt, batch.output, batch.cbase, batch.gbase, batch.clock, s.granted

@@ -78,7 +78,6 @@ class Harness:
     kv_dtype: str
     rounds: int  # measured requests per client
     length_ratio: float  # lengths uniform in [ratio x L, L] (1.0: fixed)
-    hbm_gb: float | None
     async_scheduling: bool = False  # vLLM's --async-scheduling (host work overlapped with the GPU step)
     moe_kernel: str = ""  # a non-default fused-MoE kernel family (perfmodel.framework.Framework.moe_kernel)
     moe_a2a_call_s: float | None = None  # DeepEP normal-mode cost per inter-node MoE all_to_all (Framework)
@@ -217,27 +216,26 @@ def _harness(case: Case, framework: str | None = None) -> Harness:
         return dataclasses.replace(other, source=h.source, rounds=h.rounds, length_ratio=h.length_ratio,
                                    client_turnaround_s=h.client_turnaround_s)
     src = source_of(case)
-    hbm_gb = None  # the preset's memory: what the driver reports (perfmodel/hardware/h100_sxm.toml, h200_sxm.toml)
     eng = DEFAULT_ENGINE[case.backend]
     if src == "aic":  # aiperf; the framework's defaults at its version, its own KV dtype ("auto": bf16 here)
-        return Harness(src, eng, "bf16", 20, 1.0, hbm_gb, client_turnaround_s=AIPERF_TURNAROUND_S,
+        return Harness(src, eng, "bf16", 20, 1.0, client_turnaround_s=AIPERF_TURNAROUND_S,
                        unknown=AIC_UNKNOWN)
     if src == "srt":  # sa-bench: 10 x C prompts, lengths in [0.8 L, L] (recipes.py)
         note = recipe_note(case)
         if case.backend == "trtllm":  # fp8 KV (the recipes' kv_cache_config); DEP16 workers run DeepEP normal
             # mode (both envs: TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP)
-            return Harness(src, eng, "fp8", 10, 0.8, hbm_gb, moe_a2a_call_s=DEEPEP_NORMAL_CALL_S, unknown=note)
+            return Harness(src, eng, "fp8", 10, 0.8, moe_a2a_call_s=DEEPEP_NORMAL_CALL_S, unknown=note)
         # the SGLang recipes leave kv-cache-dtype at SGLang's "auto" (the model's bf16)
-        return Harness(src, eng, "bf16", 10, 0.8, hbm_gb, pd_handoff_s=SGLANG_PD_HANDOFF_S, unknown=note)
+        return Harness(src, eng, "bf16", 10, 0.8, pd_handoff_s=SGLANG_PD_HANDOFF_S, unknown=note)
     launch = launch_of(case)
     if launch is not None and value(launch.skip, case):
         raise ValueError(value(launch.skip, case))
     if launch is None:
-        return Harness(src, eng, "bf16", 10, 0.8, hbm_gb, unknown="launch script not identified: the framework's "
+        return Harness(src, eng, "bf16", 10, 0.8, unknown="launch script not identified: the framework's "
                        "defaults")
     tokens, seqs = value(launch.max_num_tokens, case), value(launch.max_num_seqs, case)
     eng = dataclasses.replace(eng, **{k: v for k, v in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs))
                                       if v is not None})
-    return Harness(src, eng, launch.kv_dtype, 10, 0.8, hbm_gb, async_scheduling=bool(launch.async_scheduling),
+    return Harness(src, eng, launch.kv_dtype, 10, 0.8, async_scheduling=bool(launch.async_scheduling),
                    moe_kernel=launch.moe_kernel, memory_fraction=launch.memory_fraction, ssm_dtype=launch.ssm_dtype,
                    mtp=value(launch.mtp, case), fp8_scales=launch.fp8_scales, unknown=launch.note)

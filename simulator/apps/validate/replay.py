@@ -97,7 +97,7 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
         fields.setdefault("policy_args", case.policy_args)
     return RunSpec(policy=case.policy, layout=case.layout if case.policy == "layout" else None, model=case.model,
                    hardware=case.hardware, gpus=case.gpus, nodes=case.nodes, weights=case.weights,
-                   kv_dtype=h.kv_dtype, engine=h.engine, max_concurrency=case.concurrency, hbm_gb=h.hbm_gb,
+                   kv_dtype=h.kv_dtype, engine=h.engine, max_concurrency=case.concurrency,
                    framework=h.engine.scheduler, **fields,
                    # the row's version names its own framework's release, not another's (--framework replays)
                    framework_version=release(case.version) if h.engine.scheduler == case.backend else None)
