@@ -43,7 +43,7 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
                                          clear_earlier_run, record_run_files, write_run)
     from simulator.results.metrics import ConservationError
     from simulator.policies import POLICIES
-    from simulator.apps.cli_framework import add_framework_flags, framework_fields
+    from simulator.apps.cli_framework import add_framework_flags, framework_engine_fields, framework_fields
     from simulator.apps.cli_items import (CompareItem, check_flags, compare_items, compare_policy_args, item_label,
                                           policy_args_of)
     from simulator.policies.catalog import catalog, format_catalog
@@ -192,7 +192,8 @@ def run_spec(policy: str, args, layout: str | None = None, policy_args: tuple | 
                        priority_scheduling=args.priority_scheduling, fast_forward=not args.no_fast_forward,
                        dp_lockstep=args.dp_lockstep,
                        reserve_full_prompt=args.reserve_full_prompt, max_model_len=args.max_model_len,
-                       enable_prefix_caching=False if args.no_prefix_caching else None)
+                       enable_prefix_caching=False if args.no_prefix_caching else None,
+                       **framework_engine_fields(args))
     pargs = policy_args_of(args.policy_arg) if policy_args is None else tuple(policy_args)
     if args.gpus is None:  # every GPU of the cluster --nodes / --gpus-per-node name (8 on one node)
         args.gpus = cluster(load_hardware(args.hardware), args.nodes, args.gpus_per_node)[1]

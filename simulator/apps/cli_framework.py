@@ -43,8 +43,20 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-overhead-us", type=float, help="microseconds each sequence in a step (prompt chunk or "
                    "decode) adds to the step, on top of its kernels and the step overhead "
                    "(default 0; a lead, not fitted: docs/fidelity.md, benchmarks/fit_seq_overhead.py)")
+    p.add_argument("--batch-wait-timeout-iters", type=int, help="TRT-LLM's batch waiting (its "
+                   "batch_wait_timeout_iters): while requests decode, new prompts are held up to this many "
+                   "iterations for more to gather; default 0 (off). Needs --batch-wait-max-tokens-ratio > 0 too, "
+                   "as in TRT-LLM")
+    p.add_argument("--batch-wait-max-tokens-ratio", type=float, help="TRT-LLM's batch_wait_max_tokens_ratio: held "
+                   "prompts run once they and the decoders make this fraction of max_num_tokens; default 0 (off)")
     p.add_argument("--hbm-gb", type=float, help="memory per GPU in GB as the driver reports it (engines size their "
                    "KV by it; default: the preset's, which for H100 / H200 SXM is the driver's figure)")
+
+
+def framework_engine_fields(args) -> dict:
+    """The EngineConfig fields of the framework-specific scheduler flags (None: the framework's default)."""
+    return dict(batch_wait_timeout_iters=args.batch_wait_timeout_iters,
+                batch_wait_max_tokens_ratio=args.batch_wait_max_tokens_ratio)
 
 
 def framework_fields(args) -> dict:

@@ -52,6 +52,13 @@ class EngineConfig:
     sglang_min_new_token_ratio: float = 0.098
     sglang_new_token_ratio_decay_steps: int = 600
     sglang_clip_max_new_tokens: int = 4096
+    # TRT-LLM's batch waiting (PyTorch backend, llm_args batch_wait_timeout_iters and batch_wait_max_tokens_ratio;
+    # _torch/pyexecutor/py_executor.py PyExecutor._schedule, _waiting_requests; PRs #7287, #7416, Sep 2025): while
+    # requests decode, the context requests the scheduler picked are held back iteration after iteration until they
+    # and the decoders make ratio x max_num_tokens tokens or the iterations held reach the timeout (docs/frameworks.md).
+    # Both 0 (TRT-LLM's defaults): no waiting; as in TRT-LLM a wait needs both > 0 (else one bound holds at once)
+    batch_wait_timeout_iters: int = 0
+    batch_wait_max_tokens_ratio: float = 0.0
 
     def __post_init__(self):
         if self.scheduler not in SCHEDULERS:
@@ -70,6 +77,13 @@ class EngineConfig:
             raise ValueError(f"dp_lockstep={self.dp_lockstep!r}: one of {', '.join(LOCKSTEPS)}")
         if self.max_waiting < 0:
             raise ValueError(f"max_waiting={self.max_waiting} must be >= 0")
+        if self.batch_wait_timeout_iters < 0:
+            raise ValueError(f"batch_wait_timeout_iters={self.batch_wait_timeout_iters} must be >= 0")
+        if not 0.0 <= self.batch_wait_max_tokens_ratio <= 1.0:  # (TRT-LLM's llm_args: "Value range: [0, 1]")
+            raise ValueError(f"batch_wait_max_tokens_ratio={self.batch_wait_max_tokens_ratio} must be in [0, 1]")
+        if (self.batch_wait_timeout_iters or self.batch_wait_max_tokens_ratio) and self.scheduler != "trtllm":
+            raise ValueError(f"batch waiting (batch_wait_timeout_iters, batch_wait_max_tokens_ratio) is TRT-LLM's; "
+                             f"the {self.scheduler} scheduler has none: use --framework trtllm")
 
 
 # Each framework's scheduler and the defaults that shape it (docs/frameworks.md cites each value):

@@ -14,4 +14,6 @@ def engine_limits(cfg: EngineConfig, budget: int, max_seqs: int, pp: int) -> Lim
     return Limits(budget=budget * pp, chunk_cap=budget, max_seqs=max_seqs, block_size=cfg.block_size,
                   chunked_prefill=cfg.enable_chunked_prefill, reserve_full_prompt=cfg.reserve_full_prompt,
                   prefill_first=cfg.schedule_order == "prefill-first", priority=cfg.priority_scheduling,
-                  reserve=reserve, clip_output_tokens=cfg.sglang_clip_max_new_tokens)
+                  reserve=reserve, clip_output_tokens=cfg.sglang_clip_max_new_tokens,
+                  batch_wait_iters=cfg.batch_wait_timeout_iters,
+                  batch_wait_tokens=cfg.batch_wait_max_tokens_ratio * budget)  # (TRT-LLM: ratio x max_num_tokens)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import step
+from . import batchwait, step
 from .batch import RunningBatch
 from .core import EngineCore
 from .kv import KVBlocks
@@ -73,6 +73,10 @@ class Engine(EngineCore):
         # queued here; _step_start: when the step last scheduled began (None: idle or parked since)
         self.schedule_ahead, self._queued_s, self._step_start, self.held_back = schedule_ahead, {}, None, 0
         self._queue_blocked = False  # the stretch in progress began with its queue's head refused (_blocks_tail)
+        # TRT-LLM's batch waiting (Limits.batch_wait_*, engine/batchwait.py): iterations the scheduled prompts were held
+        # so far, and whether this step holds them; a wait needs both bounds > 0, as in TRT-LLM
+        self._batch_wait = limits.batch_wait_iters > 0 and limits.batch_wait_tokens > 0
+        self._wait_iters, self._withheld = 0, False
         self.proc = env.process(self._loop())
 
     # ---- what policies and the cluster use ------------------------------------------------
@@ -198,6 +202,8 @@ class Engine(EngineCore):
         if not (plan.all_decode and self.fast_forward and not plan.schedule.preempt and not self.held_back):
             return None
         k = step.stretch_steps(batch, kv.free, kv.block_size)
+        if self._withheld:  # the held prompts run at the step whose count reaches the timeout (batchwait.hold)
+            k = min(k, self.limits.batch_wait_iters - self._wait_iters + 1)
         if k <= 1:
             return None
         line = self.runner.decode_line(plan.mode, plan.table, agg.decode_seqs, agg.decode_kv_tokens, k)
@@ -215,7 +221,7 @@ class Engine(EngineCore):
         prefix cache (its hits move with evictions). Step by step, the same steps refuse the same head."""
         lim = self.limits
         return bool(self.waiting) and self._held is None and self.cache is None and not lim.priority \
-            and lim.reserve != "sglang"
+            and lim.reserve != "sglang" and not self._withheld  # (an arrival may release held prompts)
 
     def begin_step(self) -> step.StepPlan:
         """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
@@ -224,6 +230,12 @@ class Engine(EngineCore):
         late = self._hold_back() if self.schedule_ahead else ()
         s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=self._held is None,
                      cache=self.cache, ratio=ratio.value if ratio is not None else 0.0)
+        self._withheld = False
+        if self._batch_wait and s.admitted and self.group is None:  # TRT-LLM's batch waiting (none under attention DP)
+            self._withheld, self._wait_iters = batchwait.hold(s, batch, self.limits, self._wait_iters)
+            if self._withheld:  # the step runs what runs, the prompts stay queued
+                s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=False, cache=self.cache,
+                             ratio=ratio.value if ratio is not None else 0.0)
         if s.preempt or s.admitted:
             step.begin(batch, self.waiting, self.recs, s, self.env.now, self.cache)
             self._sync_kv()
@@ -262,6 +274,8 @@ class Engine(EngineCore):
         stretch, `stretch` while it was live), advance the batch, report completions."""
         batch, kv, ratio = self.batch, self.kv, self.ratio
         s, all_decode, k = plan.schedule, plan.all_decode, steps
+        if self._withheld:  # each step of a stretch that held the prompts counts (begin_step counted the first)
+            self._wait_iters += k - 1
         self.record(start_s=start_s, duration_s=duration_s, mode=plan.mode, steps=k, agg=plan.agg,
                     kv_used_tokens=kv.used * kv.block_size)
         if ratio is not None and (s.decode_running or all_decode):

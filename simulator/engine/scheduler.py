@@ -44,6 +44,10 @@ class Limits:
     priority: bool = False  # waiting requests by (priority, arrival, position), else FCFS
     reserve: str = "chunk"  # admission rule (module docstring): chunk, prompt, request or sglang
     clip_output_tokens: int = 4096  # sglang: output tokens a request reserves at most (CLIP_MAX_NEW_TOKENS)
+    # TRT-LLM's batch waiting (EngineConfig.batch_wait_*; the engine loop applies it): iterations a context request
+    # may be held while requests decode, and the tokens (ratio x max_num_tokens) that release it at once
+    batch_wait_iters: int = 0
+    batch_wait_tokens: float = 0.0
 
     def __post_init__(self):
         if self.reserve not in RESERVE_RULES:

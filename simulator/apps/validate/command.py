@@ -23,6 +23,8 @@ ENGINE_FLAGS = {
     "reserve_full_prompt": ("--reserve-full-prompt", True),
     "max_model_len": ("--max-model-len", str),
     "enable_prefix_caching": ("--no-prefix-caching", False),
+    "batch_wait_timeout_iters": ("--batch-wait-timeout-iters", str),
+    "batch_wait_max_tokens_ratio": ("--batch-wait-max-tokens-ratio", repr),
 }
 # RunSpec field -> flag (values written with repr: floats round-trip exactly); None values are not written
 SPEC_FLAGS = {

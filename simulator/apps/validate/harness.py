@@ -236,6 +236,9 @@ def _harness(case: Case, framework: str | None = None) -> Harness:
     tokens, seqs = value(launch.max_num_tokens, case), value(launch.max_num_seqs, case)
     eng = dataclasses.replace(eng, **{k: v for k, v in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs))
                                       if v is not None})
+    wait = value(launch.batch_wait, case)
+    if wait is not None:  # TRT-LLM's batch waiting, as the script set it
+        eng = dataclasses.replace(eng, batch_wait_timeout_iters=wait[0], batch_wait_max_tokens_ratio=wait[1])
     return Harness(src, eng, launch.kv_dtype, 10, 0.8, async_scheduling=bool(launch.async_scheduling),
                    moe_kernel=launch.moe_kernel, memory_fraction=launch.memory_fraction, ssm_dtype=launch.ssm_dtype,
                    mtp=value(launch.mtp, case), fp8_scales=launch.fp8_scales, unknown=launch.note)

@@ -43,6 +43,8 @@ class Launch:
     async_scheduling: bool | None = None  # vLLM `async-scheduling: true` (None: the version's default)
     layout: Callable | None = None  # the layout the script ran, from the row's columns (None: the columns')
     mtp: Callable | int = 0  # speculative draft tokens a step (TRT-LLM num_nextn_predict_layers; 0: none)
+    # TRT-LLM batch waiting (batch_wait_timeout_iters, batch_wait_max_tokens_ratio), or None: not passed (off)
+    batch_wait: Callable | tuple | None = None
     skip: Callable | str = ""  # why the row cannot be replayed as launched ("" or a callable of the Case)
     note: str = ""  # what the script and the row's columns disagree on, and what the replay does
 
@@ -86,6 +88,12 @@ def _mtp_dp(case: Case) -> bool:
 def _mtp_batch(case: Case) -> int:
     """--max_batch_size: CONC / TP per attention-DP rank, else CONC (dsr1_fp8_h200_trt_mtp_slurm.sh:69-73)."""
     return _conc(case) // 8 if _mtp_dp(case) else _conc(case)
+
+
+def _llama70b_trt_wait(case: Case) -> tuple | None:
+    """70b_fp8_h200_trt_slurm.sh:24-28 @ 9596d23d7: "For 1k/1k, use batch_wait_max_tokens_ratio and
+    batch_wait_timeout_iters" at TP < 8: batch_wait_max_tokens_ratio 0.9, batch_wait_timeout_iters 20."""
+    return (20, 0.9) if (case.isl, case.osl) == (1024, 1024) and _lay(case).tp < 8 else None
 
 
 def _dsr1_trt_h200(case: Case) -> str:
@@ -174,8 +182,9 @@ SCRIPTS = {
     # ---- H200, TRT-LLM
     ("h200", "trtllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h200_trt_slurm.sh @ 9596d23d7: trtllm-serve --max_num_tokens 16384 (:49), kv_cache_config "
-        "dtype fp8 (:25-46); no --max_batch_size, no free_gpu_memory_fraction", 16384, kv_dtype="fp8",
-        fp8_scales=MODELOPT_FP8,
+        "dtype fp8 (:25-46), at 1k/1k below TP 8 batch_wait_max_tokens_ratio 0.9 and batch_wait_timeout_iters 20 "
+        "(:24-28); no --max_batch_size, no free_gpu_memory_fraction", 16384, kv_dtype="fp8",
+        fp8_scales=MODELOPT_FP8, batch_wait=_llama70b_trt_wait,
         note="the workflow (70b-tmpl.yml:76-92 @ 1e97a5e51) served nvidia/Llama-3.3-70B-Instruct-FP8 on TRT-LLM "
              "1.1.0rc2.post2; the row names meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes "
              "and format, replayed as is; cuda_graph_config enable_padding: TRT-LLM's unpadded default is replayed"),
