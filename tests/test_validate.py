@@ -125,7 +125,8 @@ def test_groups_within_the_bounds_reached(shared, capsys):
     (84 rows, aiperf, SGLang's defaults), InferenceX vLLM Llama-3.1-70B and MiniMax-M2.5 on H100, and on H200
     (never tuned on) InferenceX vLLM Llama-3.1-70B, vLLM gpt-oss and TRT-LLM Llama-3.1-70B (TPOT 8.3% since its
     ModelOpt FP8 checkpoint's static scales skip the compute-scale pass, 2026-12-02: 21.7% before, 27.2% when the
-    preset charged 1 ms a step; TTFT 12.3%)."""
+    preset charged 1 ms a step; TTFT 6.6% since its script's TRT-LLM batch waiting at 1k/1k below TP 8 is
+    replayed, 11.6% before)."""
     h100, h200 = (shared / "data" / "e2e" / f"silicon_{s}_sxm.csv" for s in ("h100", "h200"))
     for f, match, group, ttft, tpot in (
             (h100, "qwen3_32b_h100_sxm_sglang_agg", "sglang Qwen3-32B h100", 0.20, 0.08),
@@ -133,7 +134,7 @@ def test_groups_within_the_bounds_reached(shared, capsys):
             (h100, "minimax_m2_5", "vllm MiniMax-M2.5 h100", 0.35, 0.15),
             (h200, "llama_3_1_70b_h200_sxm_vllm", "vllm Llama-3.1-70B h200", 0.15, 0.15),
             (h200, "gpt_oss_120b_h200_sxm_vllm", "vllm gpt-oss-120b h200", 0.25, 0.08),
-            (h200, "llama_3_1_70b_h200_sxm_trtllm", "trtllm Llama-3.1-70B h200", 0.15, 0.12)):
+            (h200, "llama_3_1_70b_h200_sxm_trtllm", "trtllm Llama-3.1-70B h200", 0.09, 0.12)):
         assert main(["validate", "--measurements", str(f), "--format", "json", "--match", match]) == 0
         g = next(x for x in json.loads(capsys.readouterr().out) if x["group"] == group)
         assert g["rows"] >= 30, g
