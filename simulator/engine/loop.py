@@ -230,12 +230,8 @@ class Engine(EngineCore):
         late = self._hold_back() if self.schedule_ahead else ()
         s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=self._held is None,
                      cache=self.cache, ratio=ratio.value if ratio is not None else 0.0)
-        self._withheld = False
-        if self._batch_wait and s.admitted and self.group is None:  # TRT-LLM's batch waiting (none under attention DP)
-            self._withheld, self._wait_iters = batchwait.hold(s, batch, self.limits, self._wait_iters)
-            if self._withheld:  # the step runs what runs, the prompts stay queued
-                s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=False, cache=self.cache,
-                             ratio=ratio.value if ratio is not None else 0.0)
+        if self._batch_wait:  # TRT-LLM's batch waiting (off: _withheld stays False, one line a step)
+            s = self._wait_for_batch(s, batch, ratio)
         if s.preempt or s.admitted:
             step.begin(batch, self.waiting, self.recs, s, self.env.now, self.cache)
             self._sync_kv()
@@ -254,6 +250,17 @@ class Engine(EngineCore):
         runner = self.runner
         mode = runner.only or runner.choose(agg.prefill_tokens + agg.decode_seqs)  # the policy's mode for the step's tokens
         return step.StepPlan(s, agg, step.all_decode(batch, s, agg), mode, runner.tables[mode])
+
+    def _wait_for_batch(self, s, batch, ratio):
+        """The schedule the step runs under TRT-LLM's batch waiting (engine/batchwait.py): `s`, or without its
+        admissions while they are held. None under attention DP (a lock-step group's engine), as in TRT-LLM."""
+        self._withheld = False
+        if s.admitted and self.group is None:
+            self._withheld, self._wait_iters = batchwait.hold(s, batch, self.limits, self._wait_iters)
+            if self._withheld:  # the step runs what runs, the prompts stay queued
+                s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=False, cache=self.cache,
+                             ratio=ratio.value if ratio is not None else 0.0)
+        return s
 
     def _hold_back(self) -> list:
         """Schedule-ahead: the requests this step cannot see, taken off the queue's tail for it. The real
