@@ -6,14 +6,22 @@ no decoder they run at once. The InferenceX Llama-3.1-70B TRT-LLM H200 script se
 from __future__ import annotations
 
 import dataclasses
+import shlex
 
 import numpy as np
+import pandas as pd
 import pytest
 from test_sim_util import assert_same_requests, run, run_both, workload
 
+from simulator.apps.cli import main
 from simulator.apps.validate.harness import harness
+from simulator.apps.validate.replay import replay
 from simulator.apps.validate.rows import Case
-from simulator.engine.config import EngineConfig
+from simulator.engine.batchwait import hold
+from simulator.engine.config import EngineConfig, framework_engine
+from simulator.engine.scheduler import Admitted, Limits, Schedule
+from simulator.run import RunSpec
+from simulator.run import run as run_spec
 
 TRT = {"scheduler": "trtllm", "block_size": 32, "enable_chunked_prefill": False, "enable_prefix_caching": False,
        "max_num_batched_tokens": 8192}
@@ -115,10 +123,6 @@ def test_the_llama70b_h200_script_waits_at_1k1k_below_tp8():
 def test_the_trtllm_preset_holds_prompts_through_its_overlap_scheduler(fast):
     """The user's path (simulate --framework trtllm: the overlap scheduler, a request seen a step late) with
     batch waiting: the fast path equals step by step and the wait lengthens TTFT."""
-    from simulator.engine.config import framework_engine
-    from simulator.run import RunSpec
-    from simulator.run import run as run_spec
-
     def go(ff, **wait):
         eng = framework_engine("trtllm", max_num_batched_tokens=8192, fast_forward=ff, **wait)
         rs = RunSpec(policy="tp", model="llama-3.1-8b", hardware="h100", gpus=1, profile="none", framework="trtllm",
@@ -134,9 +138,6 @@ def test_the_trtllm_preset_holds_prompts_through_its_overlap_scheduler(fast):
 def test_the_rule_counts_held_iterations_as_trtllm_does():
     """batchwait.hold on hand-made schedules: held -> count + 1; released by the timeout or the tokens -> 0; no
     prompt or no generation request -> untouched (py_executor.py _schedule, _waiting_requests)."""
-    from simulator.engine.batchwait import hold
-    from simulator.engine.scheduler import Admitted, Limits, Schedule
-
     lim = Limits(budget=8192, chunk_cap=8192, max_seqs=64, block_size=32, reserve="request", batch_wait_iters=3,
                  batch_wait_tokens=0.5 * 8192)
     adm = (Admitted(7, 1000, 100, 0, 0),)
@@ -153,13 +154,6 @@ def test_the_rule_counts_held_iterations_as_trtllm_does():
 def test_a_waiting_rows_command_carries_the_flags_and_its_prediction(tmp_path):
     """The replay of a row the script ran with batch waiting writes it into its simulate command, which gives the
     replay's means bit for bit through the CLI (simulate validate --out's simulate_command)."""
-    import shlex
-
-    import pandas as pd
-
-    from simulator.apps.cli import main
-    from simulator.apps.validate.replay import replay
-
     case = Case(row=0, id="x", backend="trtllm", version="", model="meta-llama/Llama-3.1-70B", hardware="h200",
                 weights="fp8", layout="tp=4", gpus=4, isl=1024, osl=1024, concurrency=4, batch_size=4,
                 ttft_ms=300.0, tpot_ms=8.0, date="2025-10-29")

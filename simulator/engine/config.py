@@ -53,7 +53,7 @@ class EngineConfig:
     sglang_new_token_ratio_decay_steps: int = 600
     sglang_clip_max_new_tokens: int = 4096
     # TRT-LLM's batch waiting (PyTorch backend, llm_args batch_wait_timeout_iters and batch_wait_max_tokens_ratio;
-    # _torch/pyexecutor/py_executor.py PyExecutor._schedule, _waiting_requests; PRs #7287, #7416, Sep 2025): while
+    # _torch/pyexecutor/py_executor.py PyExecutor._schedule, _waiting_requests; PRs #7287, #7416, Aug-Sep 2025): while
     # requests decode, the context requests the scheduler picked are held back iteration after iteration until they
     # and the decoders make ratio x max_num_tokens tokens or the iterations held reach the timeout (docs/frameworks.md).
     # Both 0 (TRT-LLM's defaults): no waiting; as in TRT-LLM a wait needs both > 0 (else one bound holds at once)
