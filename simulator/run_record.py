@@ -111,8 +111,7 @@ def peak_second(req) -> tuple[float, int]:
     # memory than one spanning minutes (issue 33: a 1e15 s timestamp asked for a 7 PiB dense array)
     edges, steps_ = np.concatenate([(start - m).astype(np.int64), (end - m).astype(np.int64) + 1]), \
         np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
-    at, where = np.unique(edges, return_inverse=True)
-    conc = np.cumsum(np.bincount(where, weights=steps_, minlength=len(at)))  # from bucket at[i] on
+    conc = np.cumsum(_bucket_sums(edges, steps_)[1])  # from each touched bucket on
     sums: list = []  # (bucket, tokens) pairs, one array pair per chunk
     n = req["generated_tokens"].to_numpy(np.int64)[ok]
     first = req["first_token_s"].to_numpy(float)[ok] - m
@@ -132,13 +131,27 @@ def peak_second(req) -> tuple[float, int]:
         rep = np.repeat(np.arange(hi_i - lo_i), size[sl])
         b = lo[sl][rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(size[sl]) - size[sl], size[sl]))
         ai, di, ni = a[sl][rep], d[sl][rep], n[sl][rep]
-        ub, inv = np.unique(b, return_inverse=True)
-        sums.append((ub, np.bincount(inv, weights=_count_below(b + 1, ai, di, ni) - _count_below(b, ai, di, ni))))
+        sums.append(_bucket_sums(b, _count_below(b + 1, ai, di, ni) - _count_below(b, ai, di, ni)))
     peak = 0.0
     if sums:
-        ub, inv = np.unique(np.concatenate([u for u, _ in sums]), return_inverse=True)
-        peak = float(np.bincount(inv, weights=np.concatenate([w for _, w in sums])).astype(np.int64).max())
+        _, tot = _bucket_sums(np.concatenate([u for u, _ in sums]), np.concatenate([w for _, w in sums]))
+        peak = float(tot.astype(np.int64).max())
     return peak, int(np.rint(conc).max())
+
+
+def _bucket_sums(b, w) -> tuple:
+    """(the distinct buckets of `b`, ascending; the sum of `w` over each), summed in input order. Dense (bincount
+    over the buckets' range, O(n)) where that range is at most a few times the entries, as for any trace of
+    hours or days; sorted (np.unique, O(n log n)) otherwise: a span of years stays as small as its entries."""
+    if not len(b):
+        return b, np.zeros(0)
+    lo, hi = int(b.min()), int(b.max())
+    if hi - lo > 4 * len(b) + 1024:
+        ub, inv = np.unique(b, return_inverse=True)
+        return ub, np.bincount(inv, weights=w, minlength=len(ub))
+    off = b - lo
+    at = np.flatnonzero(np.bincount(off))
+    return at + lo, np.bincount(off, weights=w)[at]
 
 
 CHUNK = 250_000  # request-bucket pairs evaluated at once (peak_second: ~10 arrays of this many, 8 bytes each; 1M was ~80 MB at the peak of a 1M-request run, issue 36)

@@ -54,8 +54,10 @@ class Arrivals:
         """A request ended: its slot is free now, or after the client's turnaround (closed loop)."""
         if self.turnaround_s > 0:
             self.env.process(self._hand_over())
-        else:
-            self._free()
+            return
+        self.in_flight -= 1  # (_free, inlined: every request)
+        if self._slot is not None and not self._slot.triggered:
+            self._slot.succeed()
 
     def _hand_over(self):
         yield self.env.timeout(self.turnaround_s)
@@ -85,12 +87,16 @@ class Arrivals:
         arrival time exactly) for the next one: _wait_until's steps as a callback chain (the closed loop,
         a process, waits on its slots too and keeps the generator)."""
         arrivals, env, pos = self.arrival_s, self.env, self._pos
+        now = env.now  # (the callback runs at one instant)
         while pos < len(arrivals):
             t = arrivals[pos]
-            if t > env.now:
+            if t > now:
                 self._pos = pos
-                self._flush(t)
-                env.timeout(delay_toward(env.now, t)).callbacks.append(self._open)
+                self.next_s = t  # (_flush(t), inlined: every arrival)
+                if self._flushed is not None:
+                    ev, self._flushed = self._flushed, None
+                    ev.succeed()
+                env.timeout(delay_toward(now, t)).callbacks.append(self._open)
                 return
             issued = self.issue(pos, True)  # (issue may end the request at once: finished() runs first)
             self.in_flight += issued

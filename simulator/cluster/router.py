@@ -22,6 +22,7 @@ class Router:
         self.engines, self.name = engines, name
         self.fits = fits  # pos -> bool for every engine alike (a policy's front door), else each engine's
         self.turn = 0  # round-robin position
+        self._load = _LOAD.get(name)  # (least-tokens, shortest-queue: the engine attribute compared)
 
     def _fits(self, e, pos: int) -> bool:
         return e.fits(pos) if self.fits is None else self.fits(pos)
@@ -37,9 +38,9 @@ class Router:
             e = fit[self.turn % len(fit)]
             self.turn += 1
             return e
-        load = _LOAD[self.name]
+        load = self._load
         e = min(engines, key=load)  # the least loaded of all, if it fits, is that of those that fit
-        if self._fits(e, pos):
+        if e.fits(pos) if self.fits is None else self.fits(pos):  # (_fits, inlined: every request)
             return e
         fit = [x for x in engines if self._fits(x, pos)]
         return min(fit, key=load) if fit else None

@@ -47,6 +47,9 @@ class Left(NamedTuple):
     generated: int
 
 
+_tuple = tuple.__new__  # (a Left without its generated __new__, a Python call: scheduler._tuple)
+
+
 class RunningBatch:
     """Running requests in running order. `decoding`: every request is past its prefill and wants
     exactly one token (a hint for the scheduler's fast path); `used_blocks`: KV blocks held."""
@@ -171,14 +174,9 @@ class RunningBatch:
         return bisect.bisect_left(self._seq, self._seq_of[pos])
 
     # ---- changes (each keeps the sums, the block count and the phases exact) -----------------
-    def _add(self, c: int, sign: int) -> None:
-        """Account a request whose computed is c entering (+1) or leaving (-1) the batch."""
-        bs = self.block_size
-        self.sum_cbase += sign * (c - self.clock)
-        self.used_blocks += sign * -(-c // bs)
-        ph = (c - self.clock) % bs
-        self.phase[ph] += sign
-
+    # A request with c tokens computed entering (+1) or leaving (-1) the batch adds +-(c - clock) to sum_cbase,
+    # +-ceil(c / block_size) to used_blocks and +-1 to phase[(c - clock) % block_size]: written out where it
+    # happens (append, set, remove: a call less per admission, token and completion; issue 36).
     def _order(self, pos: int, key: int) -> None:
         """Request `pos` finishes when the clock reaches `key` (output - gbase)."""
         self.sum_key += key - self._key.get(pos, 0)
@@ -202,18 +200,27 @@ class RunningBatch:
         self.output.append(output)
         self.cbase.append(computed - self.clock)
         self.gbase.append(generated - self.clock)
-        self._add(computed, 1)
+        self.sum_cbase += computed - self.clock  # (_add(computed, 1), inlined: once per admission)
+        self.used_blocks += -(-computed // self.block_size)
+        self.phase[(computed - self.clock) % self.block_size] += 1
         self._order(pos, output - generated + self.clock)
         self.decoding = False
 
     def set(self, i: int, computed: int, generated: int) -> None:
         """Request i now has `computed` tokens cached and `generated` sampled."""
-        self._add(self.cbase[i] + self.clock, -1)
-        self.cbase[i] = computed - self.clock
-        self.gbase[i] = generated - self.clock
-        self._add(computed, 1)
-        if self._key[self.idx[i]] != self.output[i] - self.gbase[i]:
-            self._order(self.idx[i], self.output[i] - self.gbase[i])
+        d, bs, old = self.clock, self.block_size, self.cbase[i]
+        new = computed - d
+        if new != old:  # _add(old + d, -1) then _add(computed, 1), inlined: the sums move by the difference
+            self.sum_cbase += new - old
+            self.used_blocks += -(-computed // bs) - -(-(old + d) // bs)
+            phase = self.phase
+            phase[old % bs] -= 1
+            phase[new % bs] += 1
+            self.cbase[i] = new
+        g = self.gbase[i] = generated - d
+        key = self.output[i] - g
+        if self._key[self.idx[i]] != key:
+            self._order(self.idx[i], key)
 
     def set_own(self, i: int, own: int) -> None:
         """Request i now holds `own` of its blocks through the prefix cache."""
@@ -225,16 +232,19 @@ class RunningBatch:
         d, gone = self.clock, []
         idx, prompt, output, cbase, gbase, own, seq = (self.idx, self.prompt, self.output, self.cbase, self.gbase,
                                                        self.own, self._seq)
+        bs, phase = self.block_size, self.phase
         for i in reversed(at):
             if i < self.lead:
                 self.lead -= 1
-            self._add(cbase[i] + d, -1)
-            self.used_blocks += own[i]
+            c = cbase[i]  # (_add(c + d, -1), inlined)
+            self.sum_cbase -= c
+            self.used_blocks += own[i] - -(-(c + d) // bs)
+            phase[c % bs] -= 1
             pos = idx[i]
             self.sum_key -= self._key.pop(pos)
             self.full_blocks -= -(-(prompt[i] + output[i]) // self.block_size)
             del self._seq_of[pos]
-            gone.append(Left(pos, gbase[i] + d))
+            gone.append(_tuple(Left, (pos, gbase[i] + d)))  # (Left(...) without its __new__ call)
             del idx[i], prompt[i], output[i], cbase[i], gbase[i], own[i], seq[i]
         gone.reverse()
         return gone

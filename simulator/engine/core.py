@@ -94,7 +94,8 @@ class EngineCore:
         if self.finish_s is not recs.finish_s and generated >= recs.output_tokens[pos]:
             recs.finish_s[pos] = now  # (a prefill instance's request with nothing left to decode ends here)
         recs.generated[pos] = generated
-        self.leave(pos)
+        self.outstanding_tokens -= self.total_tokens[pos]  # (leave(pos), inlined: every completion)
+        self.outstanding_requests -= 1
 
     def report(self, finished) -> None:
         """Tell the finish hooks of the requests that completed, in order."""
@@ -132,9 +133,14 @@ class EngineCore:
     def record(self, *, start_s: float, duration_s: float, mode: str, steps: int, agg, kv_used_tokens: float,
                switch_s: float = 0.0) -> None:
         """One step row (or a stretch's: `steps` of them, `agg` its first step's aggregates)."""
-        code = self.mode_code(mode)
+        self.record_step(start_s, duration_s, mode, steps, agg, kv_used_tokens, switch_s)
+
+    def record_step(self, start_s, duration_s, mode, steps, agg, kv_used_tokens, switch_s=0.0) -> None:
+        """`record` with positional arguments (the engine loop's path, once per step)."""
+        code = self._codes.get(mode)
+        if code is None:
+            code = self.mode_code(mode)
         waiting = self._queued() if self._queued is not None else len(self.waiting)
         div = self.kv_per_gpu_divisor
-        self.steps.add(start_s=start_s, duration_s=duration_s, engine=self.index, mode=code, steps=steps, agg=agg,
-                       kv_used_tokens=kv_used_tokens / div if div != 1 else kv_used_tokens, waiting=waiting,
-                       switch_s=switch_s)
+        self.steps.add_row(start_s, duration_s, self.index, code, steps, agg,
+                           kv_used_tokens / div if div != 1 else kv_used_tokens, waiting, switch_s)

@@ -27,6 +27,8 @@ from .prefix import PrefixCache
 from .scheduler import Waiting, schedule
 from .stretch import Stretch
 
+_tuple = tuple.__new__  # (a StepPlan a step without its generated __new__, a Python call: scheduler._tuple)
+
 
 class _Hold:
     """A policy's request to park the engine: after this step, or once its batch is drained."""
@@ -107,6 +109,8 @@ class Engine(EngineCore):
 
     def fits(self, pos: int) -> bool:
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
+        if self.limits.chunked_prefill:  # (holds' first case, without the call: every request is routed)
+            return self.total_tokens[pos] <= self.kv.capacity_tokens
         return self.holds(self.recs.input_tokens[pos], self.total_tokens[pos], self.kv.capacity_tokens)
 
     def holds(self, prompt: int, total: int, kv_tokens: int) -> bool:
@@ -174,7 +178,7 @@ class Engine(EngineCore):
             if self._held is not None and self._park_now():  # a policy lent this engine's GPUs
                 yield self._held.event
                 self._step_start = None
-            elif not len(batch) and not self.waiting:
+            elif not batch.idx and not self.waiting:
                 self._step_start = None
                 yield from self.idle.wait()
                 if self.wake_s:
@@ -192,7 +196,7 @@ class Engine(EngineCore):
                 due = self.arrivals_due() if self.arrivals_due is not None else None
                 if due is not None:  # arrivals at this very instant are seen by this boundary
                     yield due
-                self.end_step(plan, steps=k, start_s=start, duration_s=dur, stretch=st)  # apply
+                self.end_step(plan, k, start, dur, st)  # apply (steps, start_s, duration_s, stretch)
 
     def _stretch_for(self, plan: step.StepPlan) -> Stretch | None:
         """The decode stretch the step can start (an all-decode step that neither admitted nor preempted:
@@ -201,7 +205,7 @@ class Engine(EngineCore):
         agg, batch, kv = plan.agg, self.batch, self.kv
         if not (plan.all_decode and self.fast_forward and not plan.schedule.preempt and not self.held_back):
             return None
-        k = step.stretch_steps(batch, kv.free, kv.block_size)
+        k = step.stretch_steps(batch, kv.num_blocks - kv.used, kv.block_size)  # (kv.free without the call)
         if self._withheld:  # the held prompts run at the step whose count reaches the timeout (batchwait.hold)
             k = min(k, self.limits.batch_wait_iters - self._wait_iters + 1)
         if k <= 1:
@@ -226,10 +230,11 @@ class Engine(EngineCore):
     def begin_step(self) -> step.StepPlan:
         """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
         mode and step table."""
-        batch, ratio = self.batch, self.ratio
-        late = self._hold_back() if self.schedule_ahead else ()
-        s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=self._held is None,
-                     cache=self.cache, ratio=ratio.value if ratio is not None else 0.0)
+        batch, ratio, ahead = self.batch, self.ratio, self.schedule_ahead
+        late = self._hold_back() if ahead else ()
+        kv = self.kv  # (positional: admit, cache, ratio; a keyword call binds more slowly; kv.free without its call)
+        s = schedule(batch, self.waiting, kv.num_blocks - kv.used, self.req, self.limits, self._held is None,
+                     self.cache, ratio.value if ratio is not None else 0.0)
         if self._batch_wait:  # TRT-LLM's batch waiting (off: _withheld stays False, one line a step)
             s = self._wait_for_batch(s, batch, ratio)
         if s.preempt or s.admitted:
@@ -237,9 +242,9 @@ class Engine(EngineCore):
             self._sync_kv()
             if s.preempt and ratio is not None:
                 ratio.retracted(batch, s.preempt)
-        self.waiting.extend(late)
-        self.held_back = len(late)
-        if self.schedule_ahead:
+        if ahead:
+            self.waiting.extend(late)
+            self.held_back = len(late)
             for adm in s.admitted:
                 self._queued_s.pop(adm.pos, None)
             self._step_start = self.env.now
@@ -249,7 +254,8 @@ class Engine(EngineCore):
         agg = step.aggregates(batch, s)
         runner = self.runner
         mode = runner.only or runner.choose(agg.prefill_tokens + agg.decode_seqs)  # the policy's mode for the step's tokens
-        return step.StepPlan(s, agg, step.all_decode(batch, s, agg), mode, runner.tables[mode])
+        all_decode = not s.admitted_tokens if s.decode_running else step.all_decode(batch, s, agg)  # (its 1st case)
+        return _tuple(step.StepPlan, (s, agg, all_decode, mode, runner.tables[mode]))  # (scheduler._tuple)
 
     def _wait_for_batch(self, s, batch, ratio):
         """The schedule the step runs under TRT-LLM's batch waiting (engine/batchwait.py): `s`, or without its
@@ -276,19 +282,21 @@ class Engine(EngineCore):
         late.reverse()
         return late
 
-    def end_step(self, plan: step.StepPlan, *, steps: int, start_s: float, duration_s: float, stretch) -> None:
+    def end_step(self, plan: step.StepPlan, steps: int, start_s: float, duration_s: float, stretch) -> None:
         """apply: record the step(s) that ran from `start_s` for `duration_s` (`steps` of them: a decode
         stretch, `stretch` while it was live), advance the batch, report completions."""
         batch, kv, ratio = self.batch, self.kv, self.ratio
         s, all_decode, k = plan.schedule, plan.all_decode, steps
         if self._withheld:  # each step of a stretch that held the prompts counts (begin_step counted the first)
             self._wait_iters += k - 1
-        self.record(start_s=start_s, duration_s=duration_s, mode=plan.mode, steps=k, agg=plan.agg,
-                    kv_used_tokens=kv.used * kv.block_size)
+        self.record_step(start_s, duration_s, plan.mode, k, plan.agg, kv.used * kv.block_size)
         if ratio is not None and (s.decode_running or all_decode):
             ratio.decoded(k)
         done = step.advance(batch, self.recs, s, k, all_decode, self.env.now, self.cache)
-        self._sync_kv()
+        if self.cache is None:  # (_sync_kv without a cache, inlined: every step)
+            kv.used = batch.used_blocks
+        else:
+            self._sync_kv()
         finished = self._complete(done) if done else ()
         if not all_decode:
             batch.decoding = step.still_decoding(batch, s)
@@ -309,13 +317,16 @@ class Engine(EngineCore):
     def _complete(self, at: list) -> list:
         """Record the requests at batch positions `at` as finished now and free their KV; their
         positions in the workload."""
-        pos = []
+        pos, cache, complete = [], self.cache, self.complete
         for left in self.batch.remove(at):
-            if self.cache is not None:
-                self.cache.release(left.pos)
-            self.complete(left.pos, left.generated)
+            if cache is not None:
+                cache.release(left.pos)
+            complete(left.pos, left.generated)
             pos.append(left.pos)
-        self._sync_kv()
+        if cache is None:  # (_sync_kv without a cache, inlined)
+            self.kv.used = self.batch.used_blocks
+        else:
+            self._sync_kv()
         return pos
 
     def _sync_kv(self) -> None:

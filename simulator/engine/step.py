@@ -22,6 +22,7 @@ class StepPlan(NamedTuple):
 
 
 NO_WORK = StepAgg(0, 0, 0.0, 0.0, 0, 0.0)  # (a switch's row: no tokens)
+_tuple = tuple.__new__  # (a StepAgg a step without its generated __new__, a Python call: scheduler._tuple)
 
 
 def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
@@ -87,11 +88,11 @@ def aggregates(batch, s) -> StepAgg:
         adm = s.admitted_tokens
         dn = len(s.granted) - len(adm)
         if not adm:
-            return StepAgg(0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0)
+            return _tuple(StepAgg, (0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0))
         hits = [a.hit for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
         pt, ps, pairs, pkv, adn, adkv = _sums(adm, hits)
         dkv = batch.sum_computed - sum(hits) + dn + adkv if dn + adn else 0  # the decoders' keys, then theirs
-        return StepAgg(pt, ps, float(pairs), float(pkv), dn + adn, float(dkv))
+        return _tuple(StepAgg, (pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)))
     # the leading decoders (s.decoders: one token each after their context) in aggregate, the rest one by one
     lead, d, cbase = s.decoders, batch.clock, batch.cbase
     start = len(s.granted) - len(s.admitted) if prompts_only(s) else lead  # (then the running add nothing)
@@ -100,7 +101,7 @@ def aggregates(batch, s) -> StepAgg:
     if lead:
         dn += lead
         dkv += batch.sum_computed - sum(rest) + lead
-    return StepAgg(pt, ps, float(pairs), float(pkv), dn, float(dkv))
+    return _tuple(StepAgg, (pt, ps, float(pairs), float(pkv), dn, float(dkv)))
 
 
 def all_decode(batch, s, agg: StepAgg) -> bool:
@@ -164,7 +165,7 @@ def still_decoding(batch, s) -> bool:
     if s.decode_running:  # the decoders still do; admitted requests do if their prompt was whole
         batch.grow_lead()
         return s.admitted_whole
-    return batch.grow_lead() == len(batch)  # every request past its prefill, one token wanted
+    return batch.grow_lead() == len(batch.idx)  # every request past its prefill, one token wanted
 
 
 def stretch_steps(batch, free_blocks: int, block_size: int) -> int:
@@ -174,7 +175,7 @@ def stretch_steps(batch, free_blocks: int, block_size: int) -> int:
     (RunningBatch.opened_blocks, from the requests' positions within their blocks) the free blocks hold,
     at least ceil(k / block_size) per sequence (the bound before issue 36) and at least one step."""
     k_max = batch.first_completion()
-    lo = max(1, min(k_max, (free_blocks // len(batch)) * block_size))  # (each sequence: <= ceil(k / bs) blocks)
+    lo = max(1, min(k_max, (free_blocks // len(batch.idx)) * block_size))  # (each sequence: <= ceil(k / bs) blocks)
     if lo >= k_max or batch.opened_blocks(lo + 1) > free_blocks:
         return lo
     hi = k_max  # bisect: opened_blocks(lo) fits, find the last k <= k_max that does

@@ -22,6 +22,8 @@ def delay_toward(now: float, t: float) -> float:
     if t <= now:
         return 0.0
     d = t - now
+    if now + d == t:  # (the common case, before the search below)
+        return d
     for _ in range(8):  # a few ulps either way
         got = now + d
         if got == t:
@@ -84,9 +86,10 @@ def sleep_stretch(env, st: Stretch, dur: float):
             if not st.live:
                 continue
             st.live = False
-            cut = steps_until(env.now, st.start_s, st.c0, st.c1, st.k0, st.n, irq.cause)
+            now = env.now
+            cut = steps_until(now, st.start_s, st.c0, st.c1, st.k0, st.n, irq.cause)
             if cut < k:
                 k, end = cut, st.start_s + st.duration_s(cut)
-                done = env.timeout(delay_toward(env.now, end))
+                done = env.timeout(delay_toward(now, end))
     st.live = False
-    return StretchEnd(k, env.now - st.start_s)
+    return tuple.__new__(StretchEnd, (k, env.now - st.start_s))  # (scheduler._tuple)
