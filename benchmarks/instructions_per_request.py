@@ -3,8 +3,8 @@ count between a run of n1 and one of n2 requests (imports, set-up and the profil
 deployment (DP=8 Llama-3.1-8B on 8 x H100 SXM, calibrated profile, BurstGPT-like gamma arrivals). On a shared host
 whose wall times move 30% between runs the count moves by < 0.1%, so two commits compare exactly: give each its
 source tree (a `git worktree`; the default is this one). Needs valgrind on PATH; each run is ~50x slower than
-native, so keep n small. 2026-12-02, 2k and 6k requests: 300 req/s 281.3k -> 244.9k instructions per request
-(1.15x fewer) with the bit-identical cuts of that day (docs/simulator.md, Speed), 108 req/s 392.3k -> 340.1k.
+native, so keep n small. 2026-12-02, 2k and 6k requests: 300 req/s 279.8k -> 257.3k instructions per request
+(1.09x fewer) with the bit-identical cuts of that day (docs/simulator.md, Speed), 108 req/s 392.8k -> 356.0k.
 
     python benchmarks/instructions_per_request.py [--rate 300] [--n 2000 6000] [--tree DIR ...]
 """

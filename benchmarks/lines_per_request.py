@@ -3,7 +3,7 @@ execute per request (sys.settrace), in all and per function, for the issue's dep
 H100 SXM, calibrated profile, BurstGPT-like gamma arrivals) at a given rate and framework, or another policy on
 those GPUs. A deterministic figure: two commits, or two machines, compare exactly (tests/test_overload_cost.py
 bounds its growth with the load); the tracer makes the run ~10x slower, so keep n small. 2026-12-02, 1,500
-requests at 30 req/s: dp 664 lines per request (608 after the bit-identical cuts later that day), tp 547, flying
+requests at 30 req/s: dp 664 lines per request (637 after the bit-identical cuts later that day), tp 547, flying
 767, disagg 940, sidp 6,090 (13 loop turns per request; its compute-as-a-service FFN GEMMs are costed through
 perfmodel.ops at every step, not from a table).
 

@@ -123,11 +123,6 @@ class StepTable:
 
     def step_s(self, agg, rank_tokens=None) -> float:
         """Seconds of one step of aggregates `agg` (a perfmodel.batch.StepAgg), read by name."""
-        pt, ps, dn = agg.prefill_tokens, agg.prefill_seqs, agg.decode_seqs
-        if self.pp == 1 and 0 < pt + dn <= self.max_tokens and ps + dn <= self.max_seqs:  # time_s's common case
-            return self.pp * self._micro(pt, ps, agg.prefill_pairs, agg.prefill_kv_tokens, dn, agg.decode_kv_tokens, 1,
-                                         rank_tokens) + self.fw.step_overhead_s \
-                + self.hw.host_prefill_seq_s * ps + self.fw.seq_overhead_s * (ps + dn)
         return self.time_s(agg.prefill_tokens, agg.prefill_seqs, agg.prefill_pairs, agg.prefill_kv_tokens,
                            agg.decode_seqs, agg.decode_kv_tokens, rank_tokens)
 

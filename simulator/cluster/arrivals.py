@@ -54,10 +54,8 @@ class Arrivals:
         """A request ended: its slot is free now, or after the client's turnaround (closed loop)."""
         if self.turnaround_s > 0:
             self.env.process(self._hand_over())
-            return
-        self.in_flight -= 1  # (_free, inlined: every request)
-        if self._slot is not None and not self._slot.triggered:
-            self._slot.succeed()
+        else:
+            self._free()
 
     def _hand_over(self):
         yield self.env.timeout(self.turnaround_s)
@@ -92,10 +90,7 @@ class Arrivals:
             t = arrivals[pos]
             if t > now:
                 self._pos = pos
-                self.next_s = t  # (_flush(t), inlined: every arrival)
-                if self._flushed is not None:
-                    ev, self._flushed = self._flushed, None
-                    ev.succeed()
+                self._flush(t)
                 env.timeout(delay_toward(now, t)).callbacks.append(self._open)
                 return
             issued = self.issue(pos, True)  # (issue may end the request at once: finished() runs first)

@@ -175,10 +175,9 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         recs.issued_s[pos] = env.now  # the client sends it: TTFT's start, whatever waits come after (every policy)
         # refused before the front end: a request too long for the model costs no tokenizer time, so a
         # bogus 1e11-token row cannot delay the requests behind it (issue 33, item 6)
-        if recs.total_tokens[pos] > min_long:  # (too_long's checks, called only for a request past one bound)
-            reason = too_long(pos)
-            if reason is not None:
-                return reject(pos, reason)
+        reason = too_long(pos)
+        if reason is not None:
+            return reject(pos, reason)
         if tokenizing:  # the server checks the rest once tokenized
             tokenizer.send(pos, int(recs.input_tokens[pos]))
             return True
@@ -207,7 +206,6 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
 
     tokenizer = Tokenizer(env, fw.tokenize_s_per_token, tokenized, fw.tokenize_batch_wait_s, fw.tokenize_max_batch)
     tokenizing = tokenizer.active
-    min_long = min(max_model_len, spec.attention_chunk_tokens or max_model_len)  # too_long's smallest bound
     arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency, cfg.client_turnaround_s)
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):

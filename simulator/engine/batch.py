@@ -47,9 +47,6 @@ class Left(NamedTuple):
     generated: int
 
 
-_tuple = tuple.__new__  # (a Left without its generated __new__, a Python call: scheduler._tuple)
-
-
 class RunningBatch:
     """Running requests in running order. `decoding`: every request is past its prefill and wants
     exactly one token (a hint for the scheduler's fast path); `used_blocks`: KV blocks held."""
@@ -200,7 +197,7 @@ class RunningBatch:
         self.output.append(output)
         self.cbase.append(computed - self.clock)
         self.gbase.append(generated - self.clock)
-        self.sum_cbase += computed - self.clock  # (_add(computed, 1), inlined: once per admission)
+        self.sum_cbase += computed - self.clock  # (it enters with `computed`: the section note above)
         self.used_blocks += -(-computed // self.block_size)
         self.phase[(computed - self.clock) % self.block_size] += 1
         self._order(pos, output - generated + self.clock)
@@ -210,7 +207,7 @@ class RunningBatch:
         """Request i now has `computed` tokens cached and `generated` sampled."""
         d, bs, old = self.clock, self.block_size, self.cbase[i]
         new = computed - d
-        if new != old:  # _add(old + d, -1) then _add(computed, 1), inlined: the sums move by the difference
+        if new != old:  # it leaves with old + d and enters with `computed`: the sums move by the difference
             self.sum_cbase += new - old
             self.used_blocks += -(-computed // bs) - -(-(old + d) // bs)
             phase = self.phase
@@ -236,7 +233,7 @@ class RunningBatch:
         for i in reversed(at):
             if i < self.lead:
                 self.lead -= 1
-            c = cbase[i]  # (_add(c + d, -1), inlined)
+            c = cbase[i]  # (it leaves with c + d computed)
             self.sum_cbase -= c
             self.used_blocks += own[i] - -(-(c + d) // bs)
             phase[c % bs] -= 1
@@ -244,7 +241,7 @@ class RunningBatch:
             self.sum_key -= self._key.pop(pos)
             self.full_blocks -= -(-(prompt[i] + output[i]) // self.block_size)
             del self._seq_of[pos]
-            gone.append(_tuple(Left, (pos, gbase[i] + d)))  # (Left(...) without its __new__ call)
+            gone.append(tuple.__new__(Left, (pos, gbase[i] + d)))  # (Left(...) without its __new__ call)
             del idx[i], prompt[i], output[i], cbase[i], gbase[i], own[i], seq[i]
         gone.reverse()
         return gone

@@ -94,8 +94,7 @@ class EngineCore:
         if self.finish_s is not recs.finish_s and generated >= recs.output_tokens[pos]:
             recs.finish_s[pos] = now  # (a prefill instance's request with nothing left to decode ends here)
         recs.generated[pos] = generated
-        self.outstanding_tokens -= self.total_tokens[pos]  # (leave(pos), inlined: every completion)
-        self.outstanding_requests -= 1
+        self.leave(pos)
 
     def report(self, finished) -> None:
         """Tell the finish hooks of the requests that completed, in order."""

@@ -27,8 +27,6 @@ from .prefix import PrefixCache
 from .scheduler import Waiting, schedule
 from .stretch import Stretch
 
-_tuple = tuple.__new__  # (a StepPlan a step without its generated __new__, a Python call: scheduler._tuple)
-
 
 class _Hold:
     """A policy's request to park the engine: after this step, or once its batch is drained."""
@@ -109,8 +107,6 @@ class Engine(EngineCore):
 
     def fits(self, pos: int) -> bool:
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
-        if self.limits.chunked_prefill:  # (holds' first case, without the call: every request is routed)
-            return self.total_tokens[pos] <= self.kv.capacity_tokens
         return self.holds(self.recs.input_tokens[pos], self.total_tokens[pos], self.kv.capacity_tokens)
 
     def holds(self, prompt: int, total: int, kv_tokens: int) -> bool:
@@ -205,7 +201,7 @@ class Engine(EngineCore):
         agg, batch, kv = plan.agg, self.batch, self.kv
         if not (plan.all_decode and self.fast_forward and not plan.schedule.preempt and not self.held_back):
             return None
-        k = step.stretch_steps(batch, kv.num_blocks - kv.used, kv.block_size)  # (kv.free without the call)
+        k = step.stretch_steps(batch, kv.free, kv.block_size)
         if self._withheld:  # the held prompts run at the step whose count reaches the timeout (batchwait.hold)
             k = min(k, self.limits.batch_wait_iters - self._wait_iters + 1)
         if k <= 1:
@@ -232,9 +228,9 @@ class Engine(EngineCore):
         mode and step table."""
         batch, ratio, ahead = self.batch, self.ratio, self.schedule_ahead
         late = self._hold_back() if ahead else ()
-        kv = self.kv  # (positional: admit, cache, ratio; a keyword call binds more slowly; kv.free without its call)
-        s = schedule(batch, self.waiting, kv.num_blocks - kv.used, self.req, self.limits, self._held is None,
-                     self.cache, ratio.value if ratio is not None else 0.0)
+        # (admit, cache and ratio by position: a keyword call binds more slowly, every step)
+        s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, self._held is None, self.cache,
+                     ratio.value if ratio is not None else 0.0)
         if self._batch_wait:  # TRT-LLM's batch waiting (off: _withheld stays False, one line a step)
             s = self._wait_for_batch(s, batch, ratio)
         if s.preempt or s.admitted:
@@ -254,8 +250,8 @@ class Engine(EngineCore):
         agg = step.aggregates(batch, s)
         runner = self.runner
         mode = runner.only or runner.choose(agg.prefill_tokens + agg.decode_seqs)  # the policy's mode for the step's tokens
-        all_decode = not s.admitted_tokens if s.decode_running else step.all_decode(batch, s, agg)  # (its 1st case)
-        return _tuple(step.StepPlan, (s, agg, all_decode, mode, runner.tables[mode]))  # (scheduler._tuple)
+        # (a NamedTuple without its generated __new__ call: scheduler.Schedule's note)
+        return tuple.__new__(step.StepPlan, (s, agg, step.all_decode(batch, s, agg), mode, runner.tables[mode]))
 
     def _wait_for_batch(self, s, batch, ratio):
         """The schedule the step runs under TRT-LLM's batch waiting (engine/batchwait.py): `s`, or without its
@@ -293,10 +289,7 @@ class Engine(EngineCore):
         if ratio is not None and (s.decode_running or all_decode):
             ratio.decoded(k)
         done = step.advance(batch, self.recs, s, k, all_decode, self.env.now, self.cache)
-        if self.cache is None:  # (_sync_kv without a cache, inlined: every step)
-            kv.used = batch.used_blocks
-        else:
-            self._sync_kv()
+        self._sync_kv()
         finished = self._complete(done) if done else ()
         if not all_decode:
             batch.decoding = step.still_decoding(batch, s)
@@ -323,10 +316,7 @@ class Engine(EngineCore):
                 cache.release(left.pos)
             complete(left.pos, left.generated)
             pos.append(left.pos)
-        if cache is None:  # (_sync_kv without a cache, inlined)
-            self.kv.used = self.batch.used_blocks
-        else:
-            self._sync_kv()
+        self._sync_kv()
         return pos
 
     def _sync_kv(self) -> None:

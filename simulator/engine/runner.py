@@ -45,4 +45,4 @@ class Runner:
         got = self._affine.get((mode, n))
         if got is None:
             got = self._affine[(mode, n)] = table.decode_affine(n)
-        return tuple.__new__(DecodeLine, (got.c0_s, got.c1_s_per_key, steps))  # (scheduler._tuple)
+        return tuple.__new__(DecodeLine, (got.c0_s, got.c1_s_per_key, steps))  # (scheduler.Schedule's note)

@@ -84,7 +84,9 @@ class Admitted(NamedTuple):
 class Schedule(NamedTuple):
     """What the next step runs. The engine first drops the `preempt` last running requests, then
     appends `admitted` (columns of the running batch); `granted` is per request of the result.
-    (A NamedTuple: immutable like a frozen dataclass, built once per step at a fraction of the cost.)"""
+    (A NamedTuple: immutable like a frozen dataclass, built once per step at a fraction of the cost. The engine's
+    per-step NamedTuples are built as tuple.__new__(Cls, (every field, in order)): their generated __new__ is a
+    Python-level call, ~130 ns more each; issue 36.)"""
 
     granted: list  # tokens per running request kept, then per admitted request
     preempt: int = 0  # running requests preempted from the tail (recompute)
@@ -93,11 +95,6 @@ class Schedule(NamedTuple):
     decode_running: bool = False  # each kept running request decodes exactly one token
     admitted_whole: bool = True  # every admitted request got its whole prompt (+ recompute): it samples next
     decoders: int = 0  # the first running requests, each granted one token as a decoder (RunningBatch.lead)
-
-
-# tuple.__new__(Cls, (fields...)): a NamedTuple built without its generated __new__, a Python-level call (~130 ns
-# less a step; issue 36). Every field is given, in the class's order.
-_tuple = tuple.__new__
 
 
 def grant_in_order(wants: list, budget: int) -> list:
@@ -172,7 +169,7 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
             break
         if cost:
             taken.update(new)
-        cols.append(_tuple(Admitted, (pos, prompt, int(req.output_tokens[pos]), hit, gen)))
+        cols.append(tuple.__new__(Admitted, (pos, prompt, int(req.output_tokens[pos]), hit, gen)))
         toks.append(n_new)
         whole = whole and n_new == target
         left -= n_new
@@ -182,7 +179,7 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
     if not cols:
         return None
     granted.extend(toks)  # (the callers' list is their own, built for this step: no copy of the running batch's)
-    return _tuple(Schedule, (granted, 0, tuple(cols), tuple(toks), decode_running, whole, decoders))
+    return tuple.__new__(Schedule, (granted, 0, tuple(cols), tuple(toks), decode_running, whole, decoders))
 
 
 def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True,
@@ -206,7 +203,7 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
                          True, cache, reserved, n)
             if got is not None:
                 return got
-        return _tuple(Schedule, (granted, 0, (), (), True, True, n))  # (decode_running, decoders=n)
+        return tuple.__new__(Schedule, (granted, 0, (), (), True, True, n))  # (decode_running, decoders=n)
     # the leading decoders (batch.lead) want one token each and open a block when their computed tokens
     # fill one (c % block_size == 0): counted in aggregate; the requests after them one by one
     cap, bs, d = lim.chunk_cap, lim.block_size, batch.clock
@@ -234,4 +231,4 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
                      cache=cache, reserved=reserved, decoders=lead)
         if got is not None:
             return got
-    return _tuple(Schedule, (granted, 0, (), (), False, True, lead))  # (decoders=lead)
+    return tuple.__new__(Schedule, (granted, 0, (), (), False, True, lead))  # (decoders=lead)

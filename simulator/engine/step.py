@@ -22,7 +22,6 @@ class StepPlan(NamedTuple):
 
 
 NO_WORK = StepAgg(0, 0, 0.0, 0.0, 0, 0.0)  # (a switch's row: no tokens)
-_tuple = tuple.__new__  # (a StepAgg a step without its generated __new__, a Python call: scheduler._tuple)
 
 
 def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
@@ -88,11 +87,11 @@ def aggregates(batch, s) -> StepAgg:
         adm = s.admitted_tokens
         dn = len(s.granted) - len(adm)
         if not adm:
-            return _tuple(StepAgg, (0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0))
+            return tuple.__new__(StepAgg, (0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0))
         hits = [a.hit for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
         pt, ps, pairs, pkv, adn, adkv = _sums(adm, hits)
         dkv = batch.sum_computed - sum(hits) + dn + adkv if dn + adn else 0  # the decoders' keys, then theirs
-        return _tuple(StepAgg, (pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)))
+        return tuple.__new__(StepAgg, (pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)))
     # the leading decoders (s.decoders: one token each after their context) in aggregate, the rest one by one
     lead, d, cbase = s.decoders, batch.clock, batch.cbase
     start = len(s.granted) - len(s.admitted) if prompts_only(s) else lead  # (then the running add nothing)
@@ -101,7 +100,7 @@ def aggregates(batch, s) -> StepAgg:
     if lead:
         dn += lead
         dkv += batch.sum_computed - sum(rest) + lead
-    return _tuple(StepAgg, (pt, ps, float(pairs), float(pkv), dn, float(dkv)))
+    return tuple.__new__(StepAgg, (pt, ps, float(pairs), float(pkv), dn, float(dkv)))
 
 
 def all_decode(batch, s, agg: StepAgg) -> bool:

@@ -22,8 +22,6 @@ def delay_toward(now: float, t: float) -> float:
     if t <= now:
         return 0.0
     d = t - now
-    if now + d == t:  # (the common case, before the search below)
-        return d
     for _ in range(8):  # a few ulps either way
         got = now + d
         if got == t:
@@ -92,4 +90,4 @@ def sleep_stretch(env, st: Stretch, dur: float):
                 k, end = cut, st.start_s + st.duration_s(cut)
                 done = env.timeout(delay_toward(now, end))
     st.live = False
-    return tuple.__new__(StretchEnd, (k, env.now - st.start_s))  # (scheduler._tuple)
+    return tuple.__new__(StretchEnd, (k, env.now - st.start_s))  # (scheduler.Schedule's note)
