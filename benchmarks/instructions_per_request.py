@@ -1,10 +1,13 @@
 """Machine instructions per simulated request (issue 36), counted under valgrind rather than timed: the marginal
 count between a run of n1 and one of n2 requests (imports, set-up and the profile load cancel), for the issue's
 deployment (DP=8 Llama-3.1-8B on 8 x H100 SXM, calibrated profile, BurstGPT-like gamma arrivals). On a shared host
-whose wall times move 30% between runs the count moves by < 0.1%, so two commits compare exactly: give each its
-source tree (a `git worktree`; the default is this one). Needs valgrind on PATH; each run is ~50x slower than
-native, so keep n small. 2026-12-02, 2k and 6k requests: 300 req/s 279.8k -> 257.3k instructions per request
-(1.09x fewer) with the bit-identical cuts of that day (docs/simulator.md, Speed), 108 req/s 392.8k -> 356.0k.
+whose wall times move 30% between runs the count moves by well under 1%, so two commits compare closely: give each
+its source tree (a `git worktree`; the default is this one). Each tree is byte-compiled first: a tree without
+__pycache__ (PYTHONDONTWRITEBYTECODE, a fresh worktree) compiles every import in every run, and that start-up did
+not cancel (2026-12-02: one commit counted 252.3k and 257.0k at 2k / 6k). Needs valgrind on PATH; each run is ~50x
+slower than native, so keep n small. 2026-12-02, 2k and 6k requests: 300 req/s 279.8k -> 257.3k instructions per
+request (1.09x fewer) with the bit-identical cuts of that day (docs/simulator.md, Speed), 108 req/s 392.8k ->
+356.0k; then 242.0k -> 242.4k at 2k / 10k for the attention-DP balance's split of Engine.begin_step.
 
     python benchmarks/instructions_per_request.py [--rate 300] [--n 2000 6000] [--tree DIR ...]
 """
@@ -45,7 +48,10 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not on PATH (apt install valgrind)")
     n1, n2 = a.n
-    for tree in a.tree:
+    for tree in a.tree:  # byte-compiled first: a tree without __pycache__ (PYTHONDONTWRITEBYTECODE, a fresh
+        # worktree) compiles every import in each run, and that start-up does not cancel exactly (2026-12-02: 2% noise)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "simulator", "perfmodel"], cwd=tree,
+                       capture_output=True, check=True)
         i1, i2 = instructions(tree, a.rate, n1), instructions(tree, a.rate, n2)
         print(f"{tree}: {a.rate:g} req/s: {(i2 - i1) / (n2 - n1) / 1e3:,.1f}k instructions per request "
               f"({i1:,} at {n1:,} requests, {i2:,} at {n2:,})")

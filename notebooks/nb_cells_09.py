@@ -203,7 +203,8 @@ pre.round(2)
   p90 TPOT is over 1.5x: with 72 ranks stepping together, some rank is prefilling in most steps and stretches
   everyone's decode step; disaggregating prefill removes that, and gives the rack's lowest p90 TPOT. (This is
   the imbalance TensorRT-LLM's "ADP Balance Strategy" tech blog describes, with disaggregation as the usual
-  remedy; its in-engine balancing, `attention_dp_config.enable_balance`, is not modelled here.)
+  remedy; its in-engine balancing, `attention_dp_config.enable_balance`, is `simulate --adp-balance` here, off in
+  these runs as it is by default in TensorRT-LLM.)
 
 The winners (printed last) are the model's conclusions at this traffic, not asserted: within a system the top two
 are often a few percent apart in p90 TTFT.

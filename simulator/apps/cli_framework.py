@@ -49,6 +49,13 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
                    "as in TRT-LLM")
     p.add_argument("--batch-wait-max-tokens-ratio", type=float, help="TRT-LLM's batch_wait_max_tokens_ratio: held "
                    "prompts run once they and the decoders make this fraction of max_num_tokens; default 0 (off)")
+    p.add_argument("--adp-balance", action="store_true", default=None, help="TRT-LLM's attention-DP balance "
+                   "(attention_dp_config enable_balance): the attention-DP ranks of one expert group hold their "
+                   "prompts until every rank has one, so their prefills run in the same step (default: off)")
+    p.add_argument("--adp-timeout-iters", type=int, help="with --adp-balance: iterations prompts are held at most "
+                   "while some rank has none (attention_dp_config timeout_iters; default 50)")
+    p.add_argument("--adp-batching-wait-iters", type=int, help="with --adp-balance: iterations every rank's prompts "
+                   "are held further for more to gather (attention_dp_config batching_wait_iters; default 10)")
     p.add_argument("--hbm-gb", type=float, help="memory per GPU in GB as the driver reports it (engines size their "
                    "KV by it; default: the preset's, which for H100 / H200 SXM is the driver's figure)")
 
@@ -56,7 +63,8 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
 def framework_engine_fields(args) -> dict:
     """The EngineConfig fields of the framework-specific scheduler flags (None: the framework's default)."""
     return dict(batch_wait_timeout_iters=args.batch_wait_timeout_iters,
-                batch_wait_max_tokens_ratio=args.batch_wait_max_tokens_ratio)
+                batch_wait_max_tokens_ratio=args.batch_wait_max_tokens_ratio, adp_balance=args.adp_balance,
+                adp_timeout_iters=args.adp_timeout_iters, adp_batching_wait_iters=args.adp_batching_wait_iters)
 
 
 def framework_fields(args) -> dict:

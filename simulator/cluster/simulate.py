@@ -218,7 +218,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     router = Router(engines, cfg.router, front.fits if front is not None else None)
     if cfg.policy in STATIC:  # (dynamic policies hold and re-plan engines one by one: never lock-stepped)
         for group in lockstep_groups(ec.dp_lockstep, plans, engines):
-            Lockstep(env, group)
+            Lockstep(env, group, (ec.adp_timeout_iters, ec.adp_batching_wait_iters) if ec.adp_balance else None)
 
     arrivals.start()
     env.run()

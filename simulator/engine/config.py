@@ -59,6 +59,13 @@ class EngineConfig:
     # Both 0 (TRT-LLM's defaults): no waiting; as in TRT-LLM a wait needs both > 0 (else one bound holds at once)
     batch_wait_timeout_iters: int = 0
     batch_wait_max_tokens_ratio: float = 0.0
+    # TRT-LLM's attention-DP balance (llm_args AttentionDpConfig: enable_balance off, timeout_iters 50,
+    # batching_wait_iters 10; py_executor.py _balance_adp_requests): a lock-step group of attention-DP ranks holds
+    # every rank's prompts until each rank has one (at most timeout_iters iterations), so their prefills run
+    # together (simulator/engine/adpbalance.py; docs/frameworks.md)
+    adp_balance: bool = False
+    adp_timeout_iters: int = 50
+    adp_batching_wait_iters: int = 10
 
     def __post_init__(self):
         if self.scheduler not in SCHEDULERS:
@@ -84,6 +91,12 @@ class EngineConfig:
         if (self.batch_wait_timeout_iters or self.batch_wait_max_tokens_ratio) and self.scheduler != "trtllm":
             raise ValueError(f"batch waiting (batch_wait_timeout_iters, batch_wait_max_tokens_ratio) is TRT-LLM's; "
                              f"the {self.scheduler} scheduler has none: use --framework trtllm")
+        if self.adp_timeout_iters < 0 or self.adp_batching_wait_iters < 0:  # (TRT-LLM's validator: >= 0)
+            raise ValueError(f"adp_timeout_iters={self.adp_timeout_iters} and adp_batching_wait_iters="
+                             f"{self.adp_batching_wait_iters} must be >= 0")
+        if self.adp_balance and self.scheduler != "trtllm":
+            raise ValueError(f"the attention-DP balance (adp_balance) is TRT-LLM's; the {self.scheduler} scheduler "
+                             f"has none: use --framework trtllm")
 
 
 # Each framework's scheduler and the defaults that shape it (docs/frameworks.md cites each value):

@@ -16,21 +16,29 @@ each member's routed experts serve the whole group's tokens: they are costed at 
 (CUDA-graph padded) tokens this tick, idle members counting 0 (perfmodel.steptable.StepTable.time_s's
 `rank_tokens`), not at the costed member's own as if every rank were as busy. Steps are taken one at a
 time (no closed-form decode stretches): the cost grows with ticks, as it does step by step.
+
+With `balance` (TRT-LLM's attention_dp_config enable_balance: engine/adpbalance.py), the members schedule first,
+the group decides from all of their schedules whether this tick holds every member's prompts, and then each
+carries out its schedule (or, held, the one without admissions).
 """
 from __future__ import annotations
 
+from . import adpbalance
 from .core import Wakeup
 
 
 class Lockstep:
-    """Steps `engines` (simulator.engine.loop.Engine, built with arrivals_due) in lock-step ticks."""
+    """Steps `engines` (simulator.engine.loop.Engine, built with arrivals_due) in lock-step ticks; `balance`:
+    (timeout_iters, batching_wait_iters) of TRT-LLM's attention-DP balance, or None (off)."""
 
-    def __init__(self, env, engines: list):
+    def __init__(self, env, engines: list, balance: tuple[int, int] | None = None):
         self.env, self.engines = env, list(engines)
         for e in self.engines:
             if e.group is not None:
                 raise ValueError(f"engine {e.index} is already in a lock-step group")
             e.group = self
+        self.balance = balance
+        self._waiting = self._batching = 0  # the balance's counts (adpbalance.hold), the same on every rank
         self.idle = Wakeup(env)
         self.proc = env.process(self._loop())
 
@@ -49,7 +57,7 @@ class Lockstep:
                     yield env.timeout(engines[0].wake_s)
                 continue
             start = env.now
-            plans = [(e, e.begin_step()) for e in busy]
+            plans = [(e, e.begin_step()) for e in busy] if self.balance is None else self._balanced(busy)
             # routed experts serving the whole EP group run at the group's mean load (idle members: 0)
             load = (sum(p.table.padded(p.agg.prefill_tokens, p.agg.decode_seqs) for _, p in plans) / len(engines)
                     if plans[0][1].table.dispatch else None)
@@ -60,3 +68,16 @@ class Lockstep:
                 yield due
             for e, p in plans:
                 e.end_step(p, steps=1, start_s=start, duration_s=dur, stretch=None)
+
+    def _balanced(self, busy: list) -> list:
+        """The members' plans for a tick under the attention-DP balance: each schedules, the group decides on
+        every member's counts (an idle member counts its dummy generation request), each carries out."""
+        decided = [(e, e.next_schedule()) for e in busy]
+        ranks = [adpbalance.rank_counts(s, e.batch) for e, (s, _) in decided]
+        ranks += [adpbalance.IDLE] * (len(self.engines) - len(busy))
+        timeout, wait = self.balance
+        got = adpbalance.hold(ranks, self.engines[0].limits.max_seqs, timeout, wait, self._waiting, self._batching)
+        self._waiting, self._batching = got.waiting, got.batching
+        if got.held:  # the prompts stay queued: every member runs what it runs
+            decided = [(e, (e.without_admissions(), late) if s.admitted else (s, late)) for e, (s, late) in decided]
+        return [(e, e.begin_step(d)) for e, d in decided]

@@ -223,16 +223,30 @@ class Engine(EngineCore):
         return bool(self.waiting) and self._held is None and self.cache is None and not lim.priority \
             and lim.reserve != "sglang" and not self._withheld  # (an arrival may release held prompts)
 
-    def begin_step(self) -> step.StepPlan:
-        """schedule: what the next step runs (pure), carried out on the batch; with its aggregates,
-        mode and step table."""
-        batch, ratio, ahead = self.batch, self.ratio, self.schedule_ahead
-        late = self._hold_back() if ahead else ()
+    def next_schedule(self) -> tuple:
+        """schedule (pure): what the next step runs, and the requests schedule-ahead hides from it (taken off the
+        queue's tail until begin_step carries the schedule out)."""
+        ratio = self.ratio
+        late = self._hold_back() if self.schedule_ahead else ()
         # (admit, cache and ratio by position: a keyword call binds more slowly, every step)
-        s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, self._held is None, self.cache,
+        s = schedule(self.batch, self.waiting, self.kv.free, self.req, self.limits, self._held is None, self.cache,
                      ratio.value if ratio is not None else 0.0)
         if self._batch_wait:  # TRT-LLM's batch waiting (off: _withheld stays False, one line a step)
-            s = self._wait_for_batch(s, batch, ratio)
+            s = self._wait_for_batch(s, self.batch, ratio)
+        return s, late
+
+    def without_admissions(self):
+        """The schedule of the next step with the waiting requests held (what runs, runs: batch waiting, a
+        lock-step group's attention-DP balance)."""
+        ratio = self.ratio
+        return schedule(self.batch, self.waiting, self.kv.free, self.req, self.limits, admit=False, cache=self.cache,
+                        ratio=ratio.value if ratio is not None else 0.0)
+
+    def begin_step(self, decided: tuple | None = None) -> step.StepPlan:
+        """schedule: what the next step runs (next_schedule's, or `decided`: one it returned that a lock-step
+        group may have changed), carried out on the batch; with its aggregates, mode and step table."""
+        batch, ratio, ahead = self.batch, self.ratio, self.schedule_ahead
+        s, late = self.next_schedule() if decided is None else decided
         if s.preempt or s.admitted:
             step.begin(batch, self.waiting, self.recs, s, self.env.now, self.cache)
             self._sync_kv()
@@ -260,8 +274,7 @@ class Engine(EngineCore):
         if s.admitted and self.group is None:
             self._withheld, self._wait_iters = batchwait.hold(s, batch, self.limits, self._wait_iters)
             if self._withheld:  # the step runs what runs, the prompts stay queued
-                s = schedule(batch, self.waiting, self.kv.free, self.req, self.limits, admit=False, cache=self.cache,
-                             ratio=ratio.value if ratio is not None else 0.0)
+                s = self.without_admissions()
         return s
 
     def _hold_back(self) -> list:

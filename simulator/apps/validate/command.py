@@ -25,6 +25,9 @@ ENGINE_FLAGS = {
     "enable_prefix_caching": ("--no-prefix-caching", False),
     "batch_wait_timeout_iters": ("--batch-wait-timeout-iters", str),
     "batch_wait_max_tokens_ratio": ("--batch-wait-max-tokens-ratio", repr),
+    "adp_balance": ("--adp-balance", True),
+    "adp_timeout_iters": ("--adp-timeout-iters", str),
+    "adp_batching_wait_iters": ("--adp-batching-wait-iters", str),
 }
 # RunSpec field -> flag (values written with repr: floats round-trip exactly); None values are not written
 SPEC_FLAGS = {

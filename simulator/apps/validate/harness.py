@@ -239,6 +239,9 @@ def _harness(case: Case, framework: str | None = None) -> Harness:
     wait = value(launch.batch_wait, case)
     if wait is not None:  # TRT-LLM's batch waiting, as the script set it
         eng = dataclasses.replace(eng, batch_wait_timeout_iters=wait[0], batch_wait_max_tokens_ratio=wait[1])
+    adp = value(launch.adp_balance, case)
+    if adp is not None:  # TRT-LLM's attention-DP balance, as the script set it
+        eng = dataclasses.replace(eng, adp_balance=True, adp_timeout_iters=adp[0], adp_batching_wait_iters=adp[1])
     return Harness(src, eng, launch.kv_dtype, 10, 0.8, async_scheduling=bool(launch.async_scheduling),
                    moe_kernel=launch.moe_kernel, memory_fraction=launch.memory_fraction, ssm_dtype=launch.ssm_dtype,
                    mtp=value(launch.mtp, case), fp8_scales=launch.fp8_scales, unknown=launch.note)

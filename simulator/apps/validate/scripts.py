@@ -45,6 +45,8 @@ class Launch:
     mtp: Callable | int = 0  # speculative draft tokens a step (TRT-LLM num_nextn_predict_layers; 0: none)
     # TRT-LLM batch waiting (batch_wait_timeout_iters, batch_wait_max_tokens_ratio), or None: not passed (off)
     batch_wait: Callable | tuple | None = None
+    # TRT-LLM attention_dp_config with enable_balance: (timeout_iters, batching_wait_iters), or None: not passed (off)
+    adp_balance: Callable | tuple | None = None
     skip: Callable | str = ""  # why the row cannot be replayed as launched ("" or a callable of the Case)
     note: str = ""  # what the script and the row's columns disagree on, and what the replay does
 
@@ -101,6 +103,12 @@ def _dsr1_trt_h200(case: Case) -> str:
     (:24-39 @ 9596d23d7; the 12-15 config's one dp-attn entry, 8k/1k C=64, the same)."""
     dp = case.concurrency > (32 if (case.isl, case.osl) == (8192, 1024) else 64)
     return "dp=8,tp=1,ep=8" if dp else "tp=8,ep=8"
+
+
+def _dsr1_trt_balance(case: Case) -> tuple | None:
+    """attention_dp_config {batching_wait_iters: 0, enable_balance: true, timeout_iters: 60} whenever the script runs
+    attention DP (dsr1_fp8_h200_trt_slurm.sh:63-70 @ 9596d23d7, :46-53 @ d22bf9ca9)."""
+    return (60, 0) if "dp=" in _dsr1_trt_h200(case) else None
 
 
 V_GPTOSS_MARLIN = Launch("benchmarks/single_node/gptoss_fp4_{hw}.sh @ cec542a9a: config.yaml max-num-batched-tokens "
@@ -190,17 +198,20 @@ SCRIPTS = {
              "and format, replayed as is; cuda_graph_config enable_padding: TRT-LLM's unpadded default is replayed"),
     **{("h200", "trtllm", model, "", "2025-11-02", "2025-11-02"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh @ 9596d23d7 (DeepSeek-R1-0528, TRT-LLM 1.1.0rc2.post2): EP_SIZE=$TP "
-        "(:24), attention DP at 8k/1k above C=32 (:28-39), kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
+        "(:24), attention DP at 8k/1k above C=32 (:28-39) with attention_dp_config enable_balance, timeout_iters 60, "
+        "batching_wait_iters 0 (:63-70), kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
         "(:48-61), MAX_NUM_TOKENS=(CONC+ISL+64+63)/64*64 (:74), no --max_batch_size (:77-85)",
         lambda c: _ceil64(_conc(c) + c.isl + 64), kv_dtype="fp8", memory_fraction=0.75, layout=_dsr1_trt_h200,
+        adp_balance=_dsr1_trt_balance,
         note="the row's ep 1 and attention DP 1 are the result converter's defaults (process_result.py records tp "
              "only): replayed as the script ran; cuda_graph_config enable_padding: TRT-LLM's unpadded default")
        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")},
     ("h200", "trtllm", "deepseek-ai/DeepSeek-V3", "1.1.0rc2.post2", "2025-12-15", "2025-12-15"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh @ d22bf9ca9 (config dsr1-fp8-h200-trt, nvidia-master.yaml:148-173 @ "
-        "25506e87c: tp 8, ep 8, dp-attn at 8k/1k C=64): kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
+        "25506e87c: tp 8, ep 8, dp-attn at 8k/1k C=64; attention_dp_config as at 9596d23d7: :46-53): kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
         "(:31-44), MAX_NUM_TOKENS=(CONC+ISL+64+63)/64*64 (:57), no --max_batch_size (:60-68)",
         lambda c: _ceil64(_conc(c) + c.isl + 64), kv_dtype="fp8", memory_fraction=0.75, layout=_dsr1_trt_h200,
+        adp_balance=_dsr1_trt_balance,
         note="the row's tp_size 64 (attention DP 64) is its converter's tp x ep: replayed on the config's 8 GPUs"),
     ("h200", "trtllm", "deepseek-ai/DeepSeek-R1", "1.1.0rc2.post2", "2026-01-14", "2026-01-28"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh @ bf3456727 (config dsr1-fp8-h200-trt-mtp: the rows' concurrency "
@@ -208,10 +219,11 @@ SCRIPTS = {
         lambda c: _ceil64((1 + (1 if _mtp_dp(c) else 3)) * _mtp_batch(c) + c.isl + 64), _mtp_batch, kv_dtype="fp8",
         memory_fraction=0.75, mtp=lambda c: 1 if _mtp_dp(c) else 3,
         layout=lambda c: "dp=8,tp=1,ep=8" if _mtp_dp(c) else "tp=8,ep=8",
+        adp_balance=lambda c: (60, 0) if _mtp_dp(c) else None,  # attention_dp_config as the plain script's (:60-67)
         skip=lambda c: "" if c.date < "2026-01-28" or "dp=" in c.layout else (
             "the MTP config and the plain one (dsr1_fp8_h200_trt{,_mtp}.sh @ b30c3398a) both ran this concurrency; "
             "the row does not say which"),
-        note="MTP=3 (MTP=1 with attention DP), --max_batch_size CONC (CONC / TP per DP rank), --max_num_tokens "
+        note="MTP=3 (MTP=1 with attention DP, balanced as the plain script's), --max_batch_size CONC (CONC / TP per DP rank), --max_num_tokens "
              "((MTP+1) x batch + ISL + 64) rounded up to 64, kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
              "(:22-29, :42-75); the row's tp_size 64 is its converter's tp x ep: replayed on the config's 8 GPUs; "
              "the draft acceptance is perfmodel.specdec's fitted one (sa-bench random tokens)"),
