@@ -84,3 +84,32 @@ def test_attention_dp_decode_ranks_cost_experts_at_their_groups_load():
     for st in s.itertuples():
         want = decode_stretch_s(*group, st.decode_kv_tokens, 1, int(st.steps))
         assert st.duration_s == np.float64(want) or abs(st.duration_s - want) <= 1e-12 * want
+
+
+def _dep_prefill(rule: str, n: int = 2):
+    """Two requests with long prompts at once on a prefill instance of two attention-DP ranks (one per rank)."""
+    spec = dict(model="qwen3-30b-a3b", hardware="h100", weights="bf16", profile="none")
+    return run(make_workload({"arrival_s": np.zeros(n), "input_tokens": [6000, 200][:n], "output_tokens": np.full(n, 4)},
+                             source="dep-prefill"),
+               RunSpec(policy="disagg", gpus=3, tokenize_us_per_token=0.0, engine=EngineConfig(dp_lockstep=rule),
+                       policy_args=(("prefill", "1x(dp=2,ep=2)"), ("decode", "1x(tp=1)")), **spec))
+
+
+def test_attention_dp_prefill_ranks_step_together():
+    """A prefill instance of attention-DP ranks (`prefill=1x(dp=2,ep=2)`) steps as one: the ranks share each MoE
+    layer's all_to_all, so a long prompt on one rank holds the other's short one to the same tick, as an
+    aggregated attention-DP instance's ranks do (2026-12-02: the disaggregated prefill ranks stepped alone, each
+    step's experts costed as if every rank were as busy). `--dp-lockstep off` leaves them apart."""
+    lock, free = _dep_prefill("ep"), _dep_prefill("off")
+    for r in (lock, free):
+        assert (r.requests["status"] == "completed").all()
+        assert sorted(r.requests["prefill_engine"]) == [0, 1]  # one prompt per rank
+    pre = lock.steps[lock.steps["mode"] == "prefill"]
+    assert pre["start_s"].nunique() == 1 and pre["duration_s"].nunique() == 1 and len(pre) == 2  # one tick
+    lone = free.steps[free.steps["mode"] == "prefill"]
+    assert lone["duration_s"].nunique() == 2  # apart: each rank's own step
+    # the short prompt's step lasts the long one's tick, longer than alone; its first token comes later
+    short = lone["prefill_tokens"] == 200
+    assert pre["duration_s"].iloc[0] > lone.loc[short, "duration_s"].iloc[0]
+    first = [r.requests.loc[r.requests["input_tokens"] == 200, "first_token_s"].iloc[0] for r in (lock, free)]
+    assert first[0] > first[1]

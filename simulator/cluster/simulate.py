@@ -90,17 +90,20 @@ def _pp_of(plan) -> int:
     return max([lay.pp for lay in plan.modes.values() if not callable(lay)] or [1])
 
 
-def lockstep_groups(rule: str, plans, engines) -> list[list]:
+def lockstep_groups(rule: str, plans, engines, every: bool = True) -> list[list]:
     """The engines that step together under `rule` (EngineConfig.dp_lockstep): "ep", each block of
     consecutive engines whose instance layout keeps dp = the DP ranks one expert group spans
-    (perfmodel.deploy.instance_layout); "all", every engine; groups of one engine are left alone."""
+    (perfmodel.deploy.instance_layout); "all", every engine (`every`: a static policy's; a pool of a
+    policy's instances keeps "ep"'s groups); groups of one engine are left alone."""
     if rule == "off" or len(engines) < 2:
         return []
-    if rule == "all":
+    if rule == "all" and every:
         return [list(engines)]
     groups, i = [], 0
     while i < len(engines):
-        lays = [lay for lay in plans[i].modes.values() if not callable(lay)]
+        # (a pool's mode names its instance layout: disagg's PoolMode; a dynamic policy's step objects have none)
+        lays = [getattr(m, "layout", m) for m in plans[i].modes.values()]
+        lays = [lay for lay in lays if not callable(lay)]
         g = min(lay.dp for lay in lays) if lays else 1
         if g > 1:
             groups.append(list(engines[i:i + g]))
@@ -217,8 +220,12 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             on_engine(e)
     router = Router(engines, cfg.router, front.fits if front is not None else None)
     if cfg.policy in STATIC:  # (dynamic policies hold and re-plan engines one by one: never lock-stepped)
-        for group in lockstep_groups(ec.dp_lockstep, plans, engines):
-            Lockstep(env, group, (ec.adp_timeout_iters, ec.adp_batching_wait_iters) if ec.adp_balance else None)
+        groups = lockstep_groups(ec.dp_lockstep, plans, engines)
+    else:  # a policy's plain instances that step with their attention-DP siblings (disagg's prefill pool)
+        own = [i for i, p in enumerate(plans) if p.lockstep]
+        groups = lockstep_groups(ec.dp_lockstep, [plans[i] for i in own], [engines[i] for i in own], every=False)
+    for group in groups:
+        Lockstep(env, group, (ec.adp_timeout_iters, ec.adp_batching_wait_iters) if ec.adp_balance else None)
 
     arrivals.start()
     env.run()

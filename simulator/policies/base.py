@@ -23,6 +23,10 @@ class EnginePlan:
     # at_boundary) -> None, or the reason no engine of the policy can ever hold the request (the cluster rejects it)
     front: object = None
     attach: Callable | None = None  # called with the engine once built: a dynamic policy observing its engines
+    # an engine of a non-static policy that steps with its attention-DP siblings as a static policy's do (the cluster
+    # groups consecutive such engines by their layout's dp under EngineConfig.dp_lockstep "ep" or "all"): disagg's
+    # prefill instances, plain Engines that nothing re-plans
+    lockstep: bool = False
 
 
 def parse_args(policy_args: dict, allowed: dict) -> dict:

@@ -19,7 +19,8 @@ disaggregated deployments size decode's max batch below the client count on purp
 Defaults (perfmodel.disagg.default_pools): half the GPUs prefill, the rest decode, each half laid out as
 `--policy dp` would (one TP instance where it holds one replica); one pool given, the other takes the
 GPUs left. Engines: prefill instances first (plain Engines over perfmodel StepTables, each request capped
-at its first token: coordinator.PrefillView), then decode instances (decode.DecodeEngine); the
+at its first token: coordinator.PrefillView; an attention-DP instance's ranks step in lock-step, as an aggregated
+one's do: EnginePlan.lockstep), then decode instances (decode.DecodeEngine); the
 Coordinator (coordinator.py) is the cluster's front door and moves each request's KV between them with
 perfmodel.disagg's transfer time. Placement node-major, prefill pool first (perfmodel.disagg.placement).
 """
@@ -118,7 +119,8 @@ def disagg_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, po
     # an instance of one pool: the policy builds its engine (engine_cls), the Coordinator routes
     plans = [EnginePlan({"prefill": PoolMode(p.layout, label)}, lambda t: "prefill", cap_p, ids, note,
                         engine_cls=_prefill_maker(coord, i, p.layout, a.get("prefill_max_seqs"),
-                                                 a.get("prefill_max_tokens")), front=coord) for i, ids in enumerate(pg)]
+                                                 a.get("prefill_max_tokens")), front=coord, lockstep=True)
+              for i, ids in enumerate(pg)]
     plans += [EnginePlan({"decode": PoolMode(d.layout, label)}, lambda t: "decode", cap_d, ids, note,
                          engine_cls=_decode_maker(coord, j, a.get("decode_max_seqs"), spec_dec), front=coord)
               for j, ids in enumerate(dg)]
