@@ -132,3 +132,13 @@ def test_the_inferencex_dsr1_trtllm_script_balances_its_attention_dp_runs():
     dp, tp = harness(_dsr1_case(64, "tp=8")).engine, harness(_dsr1_case(32, "tp=8")).engine
     assert (dp.adp_balance, dp.adp_timeout_iters, dp.adp_batching_wait_iters) == (True, 60, 0)
     assert not tp.adp_balance
+
+
+def test_a_deployment_without_attention_dp_says_the_balance_changed_nothing():
+    """As TRT-LLM ignores attention_dp_config without attention DP, the run goes on, and its notes say so."""
+    w = workload([0.0, 0.01], [128, 128], [8, 8])
+    alone = run(w, engine=dict(TRT, adp_balance=True))  # one engine: no lock-step group
+    grouped = _run([0.05], (60, 0))
+    assert all("--adp-balance changed nothing" in e["note"] for e in alone.engines)
+    assert not any("--adp-balance" in e["note"] for e in grouped.engines)
+    assert (alone.requests.frame()["status"] == "completed").all()

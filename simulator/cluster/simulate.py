@@ -90,6 +90,10 @@ def _pp_of(plan) -> int:
     return max([lay.pp for lay in plan.modes.values() if not callable(lay)] or [1])
 
 
+ADP_UNUSED = ("--adp-balance changed nothing: no attention-DP ranks step together in this deployment (the balance "
+              "acts on a lock-step group: an attention-DP + EP instance under --dp-lockstep ep or all)")
+
+
 def lockstep_groups(rule: str, plans, engines, every: bool = True) -> list[list]:
     """The engines that step together under `rule` (EngineConfig.dp_lockstep): "ep", each block of
     consecutive engines whose instance layout keeps dp = the DP ranks one expert group spans
@@ -226,10 +230,13 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         groups = lockstep_groups(ec.dp_lockstep, [plans[i] for i in own], [engines[i] for i in own], every=False)
     for group in groups:
         Lockstep(env, group, (ec.adp_timeout_iters, ec.adp_batching_wait_iters) if ec.adp_balance else None)
+    # (as TRT-LLM ignores attention_dp_config without enable_attention_dp: said, not refused)
+    unused = ADP_UNUSED if ec.adp_balance and not groups else ""
 
     arrivals.start()
     env.run()
     info = [{"index": e.index, "modes": {m: str(lay) for m, lay in p.modes.items()}, "gpus": list(p.gpus),
-             "kv_capacity_tokens": e.capacity_tokens, "note": p.note} for e, p in zip(engines, plans)]
+             "kv_capacity_tokens": e.capacity_tokens, "note": "; ".join(n for n in (p.note, unused) if n)}
+            for e, p in zip(engines, plans)]
     duration = float(np.nanmax(recs.finish_s)) if np.isfinite(recs.finish_s).any() else 0.0
     return SimResult(recs, steps, info, duration, max_model_len)
