@@ -87,12 +87,12 @@ def test_attention_dp_decode_ranks_cost_experts_at_their_groups_load():
 
 
 def _dep_prefill(rule: str, n: int = 2):
-    """Two requests with long prompts at once on a prefill instance of two attention-DP ranks (one per rank)."""
+    """A long prompt and a short one at once on a prefill instance of two attention-DP ranks (one per rank)."""
     spec = dict(model="qwen3-30b-a3b", hardware="h100", weights="bf16", profile="none")
-    return run(make_workload({"arrival_s": np.zeros(n), "input_tokens": [6000, 200][:n], "output_tokens": np.full(n, 4)},
-                             source="dep-prefill"),
-               RunSpec(policy="disagg", gpus=3, tokenize_us_per_token=0.0, engine=EngineConfig(dp_lockstep=rule),
-                       policy_args=(("prefill", "1x(dp=2,ep=2)"), ("decode", "1x(tp=1)")), **spec))
+    w = make_workload({"arrival_s": np.zeros(n), "input_tokens": [6000, 200][:n], "output_tokens": np.full(n, 4)},
+                      source="dep-prefill")
+    return run(w, RunSpec(policy="disagg", gpus=3, tokenize_us_per_token=0.0, engine=EngineConfig(dp_lockstep=rule),
+                          policy_args=(("prefill", "1x(dp=2,ep=2)"), ("decode", "1x(tp=1)")), **spec))
 
 
 def test_attention_dp_prefill_ranks_step_together():

@@ -208,8 +208,9 @@ SCRIPTS = {
        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")},
     ("h200", "trtllm", "deepseek-ai/DeepSeek-V3", "1.1.0rc2.post2", "2025-12-15", "2025-12-15"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh @ d22bf9ca9 (config dsr1-fp8-h200-trt, nvidia-master.yaml:148-173 @ "
-        "25506e87c: tp 8, ep 8, dp-attn at 8k/1k C=64; attention_dp_config as at 9596d23d7: :46-53): kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
-        "(:31-44), MAX_NUM_TOKENS=(CONC+ISL+64+63)/64*64 (:57), no --max_batch_size (:60-68)",
+        "25506e87c: tp 8, ep 8, dp-attn at 8k/1k C=64; attention_dp_config as at 9596d23d7: :46-53): kv_cache_config "
+        "dtype fp8 free_gpu_memory_fraction 0.75 (:31-44), MAX_NUM_TOKENS=(CONC+ISL+64+63)/64*64 (:57), no "
+        "--max_batch_size (:60-68)",
         lambda c: _ceil64(_conc(c) + c.isl + 64), kv_dtype="fp8", memory_fraction=0.75, layout=_dsr1_trt_h200,
         adp_balance=_dsr1_trt_balance,
         note="the row's tp_size 64 (attention DP 64) is its converter's tp x ep: replayed on the config's 8 GPUs"),
@@ -223,8 +224,9 @@ SCRIPTS = {
         skip=lambda c: "" if c.date < "2026-01-28" or "dp=" in c.layout else (
             "the MTP config and the plain one (dsr1_fp8_h200_trt{,_mtp}.sh @ b30c3398a) both ran this concurrency; "
             "the row does not say which"),
-        note="MTP=3 (MTP=1 with attention DP, balanced as the plain script's), --max_batch_size CONC (CONC / TP per DP rank), --max_num_tokens "
-             "((MTP+1) x batch + ISL + 64) rounded up to 64, kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
+        note="MTP=3 (MTP=1 with attention DP, balanced as the plain script's), --max_batch_size CONC (CONC / TP per "
+             "DP rank), --max_num_tokens ((MTP+1) x batch + ISL + 64) rounded up to 64, kv_cache_config dtype fp8 "
+             "free_gpu_memory_fraction 0.75 "
              "(:22-29, :42-75); the row's tp_size 64 is its converter's tp x ep: replayed on the config's 8 GPUs; "
              "the draft acceptance is perfmodel.specdec's fitted one (sa-bench random tokens)"),
     ("h200", "trtllm", "openai/gpt-oss-120b", "", "2025-11-02", "2025-11-02"): Launch(
