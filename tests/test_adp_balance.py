@@ -15,7 +15,7 @@ from simulator.apps.validate.command import command
 from simulator.apps.validate.harness import harness
 from simulator.apps.validate.rows import Case
 from simulator.engine.adpbalance import IDLE, Counts, hold
-from simulator.engine.config import EngineConfig
+from simulator.engine.config import EngineConfig, framework_engine
 
 MOE = "qwen3-235b-a22b"
 TRT = {"scheduler": "trtllm", "block_size": 32, "enable_chunked_prefill": False, "enable_prefix_caching": False,
@@ -100,8 +100,11 @@ def test_batching_wait_delays_ready_ranks():
 
 
 def test_off_by_default_and_only_for_trtllm():
-    assert not EngineConfig().adp_balance
-    assert _run([0.05], None).requests.frame().equals(_run([0.05], None).requests.frame())
+    assert not EngineConfig().adp_balance and not framework_engine("trtllm").adp_balance
+    # a balance whose count reaches its timeout at every tick never holds: the group's two-phase path (schedule,
+    # decide, carry out) then runs exactly what the plain ticks run
+    never, off = _run([0.05, 0.07], (1, 0)), _run([0.05, 0.07])
+    assert never.requests.frame().equals(off.requests.frame()) and never.steps.frame().equals(off.steps.frame())
     with pytest.raises(ValueError, match="TRT-LLM's"):
         EngineConfig(adp_balance=True)
     with pytest.raises(ValueError, match=">= 0"):

@@ -28,7 +28,8 @@ from .core import Wakeup
 
 
 class Lockstep:
-    """Steps `engines` (simulator.engine.loop.Engine, built with arrivals_due) in lock-step ticks; `balance`:
+    """Steps `engines` (simulator.engine.loop.Engine, built with arrivals_due, or without it where nothing arrives
+    at a step boundary: disagg's prefill instances, fed by the coordinator) in lock-step ticks; `balance`:
     (timeout_iters, batching_wait_iters) of TRT-LLM's attention-DP balance, or None (off)."""
 
     def __init__(self, env, engines: list, balance: tuple[int, int] | None = None):
