@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from .stretch import Stretch, sleep_stretch
+from .stretch import Stretch, cut_stretch, sleep_stretch
 
 
 class Wakeup:
@@ -110,8 +110,8 @@ class EngineCore:
 
     def cut(self, at_boundary: bool = True) -> None:
         """End the decode stretch in progress after its current step (a request arrived, a policy re-plans)."""
-        if self.in_stretch:
-            self.proc.interrupt(at_boundary)
+        if self._stretch is not None:
+            cut_stretch(self.env, self.proc, self._stretch, at_boundary)
 
     def sleep_stretch(self, st: Stretch):
         """The decode stretch `st` (steps of n sequences, each c0 + c1 x keys seconds) in one timeout, cut

@@ -1,15 +1,19 @@
-"""Interruptible decode stretches: a k-step decode-only stretch is one simpy timeout, cut short when
-a request routed to the engine interrupts it (the step in progress still finishes, as it would
-step by step). Step boundaries are start + decode_stretch_s(j), compared in absolute time exactly as
-simpy computes now + delay, so a fast-forwarded run and a step-by-step run see the same instants.
-Only SimPy's public API: Environment.timeout, Process.interrupt, simpy.Interrupt.
+"""Decode stretches that can be cut short: a k-step decode-only stretch is one simpy timeout; a request
+routed to the engine cuts it (the step in progress still finishes, as it would step by step). Step
+boundaries are start + decode_stretch_s(j), compared in absolute time exactly as simpy computes
+now + delay, so a fast-forwarded run and a step-by-step run see the same instants.
+
+A cut is decided where it happens (`cut_stretch`, at the instant the request is routed) and moves the
+sleeping process onto a timeout at the cut's boundary: the process's resume callback passes from the
+stretch's timeout to the new one (SimPy's public `Process.target` and `Event.callbacks`). The stretch's
+own timeout still fires later, calling nothing. (Until 2026-12-02 a cut was `Process.interrupt`: an
+Interruption event, an exception thrown into the engine's generator and caught there, per arrival that
+cut a stretch, 0.64 per request at half the saturated load; the cut and its instants are the same.)
 """
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
-
-import simpy
 
 from perfmodel.steptable import decode_stretch_s, steps_within
 
@@ -37,11 +41,12 @@ class Stretch:
     """A planned stretch of `steps` decode steps of n sequences from k0 keys, starting at start_s,
     each taking c0 + c1 * keys seconds; `live` while an interrupt may still cut it short."""
 
-    __slots__ = ("start_s", "c0", "c1", "k0", "n", "steps", "live")
+    __slots__ = ("start_s", "c0", "c1", "k0", "n", "steps", "live", "ran", "end_s")
 
     def __init__(self, start_s: float, c0: float, c1: float, k0: float, n: int, steps: int):
         self.start_s, self.c0, self.c1, self.k0, self.n, self.steps = start_s, c0, c1, k0, n, steps
         self.live = True
+        self.ran, self.end_s = steps, None  # cut short: the steps it runs and its last boundary
 
     def duration_s(self, steps: int | None = None) -> float:
         return decode_stretch_s(self.c0, self.c1, self.k0, self.n, self.steps if steps is None else steps)
@@ -68,26 +73,27 @@ class StretchEnd(NamedTuple):
 
 
 def sleep_stretch(env, st: Stretch, dur: float):
-    """Sleep through the stretch `st` lasting `dur`; on an interrupt (its cause: whether the
-    interrupting request is seen at a boundary), end it after the step in progress, or at the step
-    ending right now. Returns a StretchEnd (steps run, duration). A second interrupt of the same stretch (two
-    requests at one instant) finds it no longer live and changes nothing."""
-    k, end = st.steps, None  # end: the cut stretch's last boundary, when cut
-    done = env.timeout(dur)
-    while True:
-        try:
-            yield done
-            if end is None or env.now >= end:
-                break
-            done = env.timeout(delay_toward(env.now, end))  # stopped short of it: once more
-        except simpy.Interrupt as irq:
-            if not st.live:
-                continue
-            st.live = False
-            now = env.now
-            cut = steps_until(now, st.start_s, st.c0, st.c1, st.k0, st.n, irq.cause)
-            if cut < k:
-                k, end = cut, st.start_s + st.duration_s(cut)
-                done = env.timeout(delay_toward(now, end))
+    """Sleep through the stretch `st` lasting `dur`, or to the boundary `cut_stretch` moved its end to.
+    Returns a StretchEnd (steps run, duration)."""
+    yield env.timeout(dur)  # (cut_stretch may move this wait onto an earlier timeout)
+    end = st.end_s
+    while end is not None and env.now < end:  # the cut's delay stopped short of its boundary: once more
+        yield env.timeout(delay_toward(env.now, end))
     st.live = False
-    return tuple.__new__(StretchEnd, (k, env.now - st.start_s))  # (scheduler.Schedule's note)
+    return tuple.__new__(StretchEnd, (st.ran, env.now - st.start_s))  # (scheduler.Schedule's note)
+
+
+def cut_stretch(env, proc, st: Stretch, at_boundary: bool) -> None:
+    """End the live stretch `st`, which `proc` sleeps through (sleep_stretch), after the step in progress, or
+    at the step ending right now when the request that cuts it is seen at a boundary (`at_boundary`). A
+    second cut of the same stretch (two requests at one instant) finds it no longer live and changes
+    nothing."""
+    if not st.live:
+        return
+    st.live = False
+    now = env.now
+    cut = steps_until(now, st.start_s, st.c0, st.c1, st.k0, st.n, at_boundary)
+    if cut < st.steps:
+        st.ran, st.end_s = cut, st.start_s + st.duration_s(cut)
+        sooner, sleeping = env.timeout(delay_toward(now, st.end_s)), proc.target
+        sooner.callbacks, sleeping.callbacks = sleeping.callbacks, []  # (the process's resume moves over)
