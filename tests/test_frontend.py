@@ -245,3 +245,51 @@ def test_the_tokenizer_measurement_script_refuses_a_missing_file_in_one_line(cap
     assert mod.main(["--tokenizer", str(tmp_path / "absent.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "absent.json" in err
+
+
+@pytest.mark.parametrize("max_batch", [1, 3, 32])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 264])
+def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_return(seed, max_batch):
+    """Tokenizer.feed (no event per arrival, issue 36) delivers the same requests at the same instants, bit for
+    bit and in the same order, as a send at each arrival time: bursts inside a window, full windows (a window
+    closing early moves its return earlier than a lone prompt's), prompts queued while a batch is tokenized, idle
+    gaps, simultaneous sends, send times on a 1 ms grid (even seeds; seed 264 needs a second wait to land on a
+    send time) and requests refused before the front end (cost None, never delivered)."""
+    import simpy
+
+    from simulator.cluster.frontend import Tokenizer
+    from simulator.engine.stretch import delay_toward
+    rng = np.random.default_rng(seed)
+    n = 200
+    gaps = rng.choice([0.0, 1e-4, 5e-4, 0.0015, 0.004, 0.03], n) * rng.uniform(0.5, 1.5, n)
+    times = np.cumsum(np.round(gaps, 3) if seed % 2 == 0 else gaps).tolist()
+    tokens = rng.integers(1, 3000, n).tolist()
+    refused = set(rng.choice(n, 20, replace=False).tolist())
+    cost = [None if p in refused else C * float(tokens[p]) for p in range(n)]
+
+    def eager():
+        env, got = simpy.Environment(), []
+        tok = Tokenizer(env, C, lambda pos: got.append((pos, env.now)), 0.002, max_batch)
+
+        def client():
+            for pos, t in enumerate(times):
+                while env.now < t:
+                    yield env.timeout(delay_toward(env.now, t))
+                if cost[pos] is not None:
+                    tok.send(pos, tokens[pos])
+
+        env.process(client())
+        env.run()
+        return got
+
+    def fed():
+        env, got, asked = simpy.Environment(), [], []
+        tok = Tokenizer(env, C, lambda pos: got.append((pos, env.now)), 0.002, max_batch)
+        tok.feed(times, lambda pos: asked.append(pos) or cost[pos])
+        env.run()
+        assert asked == list(range(n))  # each request is taken in once, in order
+        return got
+
+    want = eager()
+    assert len(want) == n - len(refused)
+    assert fed() == want

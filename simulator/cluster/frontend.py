@@ -13,6 +13,14 @@ the tokenization. One front end serves the whole deployment (one API server, as 
 by default). Cost: one bare timeout (a callback, no process) per request, about one per micro-batch; a
 prompt joining an open window moves the batch's return later without a timeout of its own (the pending one
 fires early and waits on to the exact instant); never per token (benchmarks/sim_speed.py).
+
+An open loop through micro-batches needs no event per arrival (`feed`, issue 36): the arrival times are known,
+and what a prompt does to the tokenizer (open a window, join it, queue) depends on its send time alone, so
+the tokenizer takes in every prompt sent up to now whenever one of its own timeouts fires, with the
+arithmetic `send` does at the prompt's own time, and an idle tokenizer waits for the return of the next
+prompt's window. Same returns at the same instants; an arrival at the very instant of a return is taken in
+before it (the engines' same-time rule). The engines never wait on such arrivals: they reach no engine before
+their batch returns.
 """
 from __future__ import annotations
 
@@ -39,6 +47,7 @@ class Tokenizer:
         self.end_s = 0.0  # when the batch's tokenizer call returns
         self._end = None  # the pending timeout towards that return (a superseded one is ignored)
         self._end_at = self._return_s = 0.0  # when that timeout fires; when the call returns (>= it)
+        self._sends = None  # `feed`: (send times, their positions, prompt cost or None if refused), next index
 
     @property
     def active(self) -> bool:
@@ -51,27 +60,84 @@ class Tokenizer:
             self.free_s = max(env.now, self.free_s) + cost
             env.timeout(self.free_s - env.now).callbacks.append(lambda _ev, pos=pos: self.deliver(pos))
             return
+        now = env.now
+        if self._take(pos, cost, now):
+            self._schedule(self.end_s, now)
+
+    def feed(self, arrival_s: list, cost_of) -> None:
+        """Open loop (module docstring): prompts sent at `arrival_s` (sorted seconds, position order), each taken
+        in by `cost_of(pos)` at its time: its tokenization seconds, or None for a request refused before the
+        front end. Micro-batches only (`batch_wait_s` > 0)."""
+        self._sends = [arrival_s, cost_of, 0, None]  # (+ the next position and its cost, once _wait_for_next asked)
+        self._wait_for_next()
+
+    def _take(self, pos: int, cost: float, now: float) -> bool:
+        """A prompt sent at `now` (micro-batches): whether it opened or joined the batch (its return moved)."""
         if not self.batch:  # the thread is free: this prompt opens a window
-            self.batch, self.deadline_s = [pos], env.now + self.batch_wait_s
-            self._schedule(self.deadline_s + cost)
-        elif env.now < self.deadline_s:  # the window is open: it joins, and the call grows by its tokens
+            self.batch, self.deadline_s = [pos], now + self.batch_wait_s
+            self._return_at(self.deadline_s + cost, now)
+        elif now < self.deadline_s:  # the window is open: it joins, and the call grows by its tokens
             self.batch.append(pos)
             end = self.end_s + cost
             if len(self.batch) >= self.max_batch:  # full: the window closes now
-                end -= self.deadline_s - env.now
-                self.deadline_s = env.now
-            self._schedule(end)
+                end -= self.deadline_s - now
+                self.deadline_s = now
+            self._return_at(end, now)
         else:  # the batch is being tokenized: wait for the next one
             self.queue.append((pos, cost))
+            return False
+        return True
 
-    def _schedule(self, end_s: float) -> None:
-        """The batch's call returns at end_s: at now + max(0, end_s - now), exactly. A pending timeout that
-        fires no later is kept (it waits on from there: `_returned`); else a new one supersedes it."""
-        now = self.env.now
-        self.end_s = end_s
-        self._return_s = at = now + max(0.0, end_s - now)
-        if self._end is None or self._end_at > at:
-            self._timeout(max(0.0, end_s - now), at)
+    def _return_at(self, end_s: float, now: float) -> None:
+        """The batch's call, as of `now`, returns at end_s: at now + max(0, end_s - now), exactly."""
+        self.end_s, self._return_s = end_s, now + max(0.0, end_s - now)
+
+    def _schedule(self, end_s: float, now: float) -> None:
+        """Towards the return set at `now` (the current instant): a pending timeout that fires no later is kept
+        (it waits on from there: `_returned`); else a new one supersedes it."""
+        if self._end is None or self._end_at > self._return_s:
+            self._timeout(max(0.0, end_s - now), self._return_s)
+
+    def _take_sent(self, now: float) -> None:
+        """`feed`: take in every prompt sent up to now (at now too), in order, each at its own time."""
+        sends = self._sends
+        times, cost_of, i, peeked = sends
+        n = len(times)
+        while i < n and times[i] <= now:
+            cost = peeked if peeked is not None else cost_of(i)
+            peeked = None
+            if cost is not None:
+                self._take(i, cost, times[i])
+            i += 1
+        sends[2], sends[3] = i, peeked  # (still the next one's cost when none was due)
+
+    def _fed_wake(self, held: int, deadline_s: float, nxt: int | None = None) -> float:
+        """`feed`: when to act next with `held` prompts in a window closing at `deadline_s`: the batch's return
+        (`_return_s`), or sooner the send that would fill the window (a full window closes at once, so its
+        return moves earlier). `nxt`: the first prompt not taken in (default: the feed's next)."""
+        times, at = self._sends[0], self._return_s
+        j = (self._sends[2] if nxt is None else nxt) + max(1, self.max_batch - held) - 1  # (refused ones count too:
+        if j < len(times) and times[j] < deadline_s:  # a wake that may come early, then waits on)
+            at = min(at, times[j])
+        return at
+
+    def _wait_for_next(self) -> None:
+        """`feed`, nothing in the tokenizer: refused requests are taken as they come; the next prompt opens a
+        window at its send time, whose return (with no other prompt joining) the tokenizer waits for."""
+        sends = self._sends
+        times, cost_of, i, peeked = sends
+        while i < len(times):
+            cost = peeked if peeked is not None else cost_of(i)  # (asked once: a second wait asks no more)
+            peeked = None
+            if cost is not None:
+                t = times[i]
+                self._return_s = t + max(0.0, t + self.batch_wait_s + cost - t)  # (_take's and _return_at's at t)
+                sends[2], sends[3] = i, cost
+                at = self._fed_wake(1, t + self.batch_wait_s, i + 1)
+                self._timeout(delay_toward(self.env.now, at), at)
+                return
+            i += 1
+        sends[2] = i
 
     def _timeout(self, delay_s: float, at: float) -> None:
         self._end, self._end_at = self.env.timeout(delay_s), at
@@ -81,8 +147,14 @@ class Tokenizer:
         if ev is not self._end:
             return  # superseded: the batch's return moved earlier after this timeout was set
         now = self.env.now
+        if self._sends is not None:  # `feed`: the prompts sent meanwhile, first
+            self._take_sent(now)
+            if not self.batch:  # woken for a send this wait stopped short of (delay_toward): once more
+                self._wait_for_next()
+                return
         if now < self._return_s:  # the batch grew since: on to its return, exactly then
-            self._timeout(delay_toward(now, self._return_s), self._return_s)
+            at = self._return_s if self._sends is None else self._fed_wake(len(self.batch), self.deadline_s)
+            self._timeout(delay_toward(now, at), at)
             return
         done, self.batch, self._end = self.batch, [], None
         for pos in done:
@@ -92,4 +164,12 @@ class Tokenizer:
             items = [self.queue.popleft() for _ in range(n)]
             self.batch = [pos for pos, _ in items]
             self.deadline_s = env.now if n >= self.max_batch else env.now + self.batch_wait_s
-            self._schedule(self.deadline_s + sum(c for _, c in items))
+            end = self.deadline_s + sum(c for _, c in items)
+            self._return_at(end, env.now)
+            if self._sends is None:
+                self._schedule(end, env.now)
+            else:
+                at = self._fed_wake(n, self.deadline_s)
+                self._timeout(delay_toward(env.now, at), at)
+        elif self._sends is not None:
+            self._wait_for_next()

@@ -152,7 +152,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
                         kv_capacity_tokens=p.kv_capacity_tokens, recs=recs, steps=steps, finished=finished)
         return Engine(env=env, index=i, runner=runner, limits=engine_limits(ec, budget, max_seqs, _pp_of(p)),
                       kv_capacity_tokens=p.kv_capacity_tokens, recs=recs, steps=steps, fast_forward=ec.fast_forward,
-                      arrivals_due=arrivals.due, prefix_caching=recs.prefix_caching,
+                      arrivals_due=None if fed else arrivals.due, prefix_caching=recs.prefix_caching,
                       ratio=NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None, wake_s=hw.host_wake_s,
                       schedule_ahead=fw.schedule_ahead)
 
@@ -211,9 +211,19 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         if not deliver(pos, False):
             arrivals.finished(pos)  # rejected there: its client's slot is free
 
+    def cost_of(pos) -> float | None:  # an open loop's request as the tokenizer takes it in (Tokenizer.feed)
+        recs.issued_s[pos] = recs.arrival_s[pos]
+        reason = too_long(pos)
+        if reason is not None:
+            reject(pos, reason)
+            return None
+        return fw.tokenize_s_per_token * float(recs.input_tokens[pos])
+
     tokenizer = Tokenizer(env, fw.tokenize_s_per_token, tokenized, fw.tokenize_batch_wait_s, fw.tokenize_max_batch)
     tokenizing = tokenizer.active
     arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency, cfg.client_turnaround_s)
+    # an open loop through micro-batches: no event per arrival (frontend.py), and none an engine waits on
+    fed = tokenizing and fw.tokenize_batch_wait_s > 0 and not cfg.max_concurrency
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):
         if p.engine_cls is None:  # (an engine its policy
@@ -233,7 +243,10 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     # (as TRT-LLM ignores attention_dp_config without enable_attention_dp: said, not refused)
     unused = ADP_UNUSED if ec.adp_balance and not groups else ""
 
-    arrivals.start()
+    if fed:
+        tokenizer.feed(arrivals.arrival_s, cost_of)
+    else:
+        arrivals.start()
     env.run()
     info = [{"index": e.index, "modes": {m: str(lay) for m, lay in p.modes.items()}, "gpus": list(p.gpus),
              "kv_capacity_tokens": e.capacity_tokens, "note": "; ".join(n for n in (p.note, unused) if n)}
