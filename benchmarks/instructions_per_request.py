@@ -7,7 +7,9 @@ __pycache__ (PYTHONDONTWRITEBYTECODE, a fresh worktree) compiles every import in
 not cancel (2026-12-02: one commit counted 252.3k and 257.0k at 2k / 6k). Needs valgrind on PATH; each run is ~50x
 slower than native, so keep n small. 2026-12-02, 2k and 6k requests: 300 req/s 279.8k -> 257.3k instructions per
 request (1.09x fewer) with the bit-identical cuts of that day (docs/simulator.md, Speed), 108 req/s 392.8k ->
-356.0k; then 242.0k -> 242.4k at 2k / 10k for the attention-DP balance's split of Engine.begin_step.
+356.0k; then 242.0k -> 242.4k at 2k / 10k for the attention-DP balance's split of Engine.begin_step; later that day
+(2k / 6k) 262.0k -> 237.3k at 300 req/s and 351.3k -> 319.7k at 108 for stretches cut without simpy's interrupt and
+an open loop fed to the tokenizer without an event per arrival (docs/simulator.md, "Events, not lines").
 
     python benchmarks/instructions_per_request.py [--rate 300] [--n 2000 6000] [--tree DIR ...]
 """
