@@ -247,14 +247,15 @@ def test_the_tokenizer_measurement_script_refuses_a_missing_file_in_one_line(cap
     assert err.startswith("error: ") and err.count("\n") == 1 and "absent.json" in err
 
 
-@pytest.mark.parametrize("max_batch", [1, 3, 32])
+@pytest.mark.parametrize("max_batch", [0, 1, 3, 32])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 264])
 def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_return(seed, max_batch):
     """Tokenizer.feed (no event per arrival, issue 36) delivers the same requests at the same instants, bit for
     bit and in the same order, as a send at each arrival time: bursts inside a window, full windows (a window
     closing early moves its return earlier than a lone prompt's), prompts queued while a batch is tokenized, idle
     gaps, simultaneous sends, send times on a 1 ms grid (even seeds; seed 264 needs a second wait to land on a
-    send time) and requests refused before the front end (cost None, never delivered)."""
+    send time) and requests refused before the front end (cost None, never delivered). max_batch 0: one at a time
+    (SGLang's and TRT-LLM's tokenizer, no window)."""
     import simpy
 
     from simulator.cluster.frontend import Tokenizer
@@ -266,10 +267,11 @@ def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_re
     tokens = rng.integers(1, 3000, n).tolist()
     refused = set(rng.choice(n, 20, replace=False).tolist())
     cost = [None if p in refused else C * float(tokens[p]) for p in range(n)]
+    window = (0.002, max_batch) if max_batch else (0.0, 1)  # (batch_wait_s, max_batch)
 
     def eager():
         env, got = simpy.Environment(), []
-        tok = Tokenizer(env, C, lambda pos: got.append((pos, env.now)), 0.002, max_batch)
+        tok = Tokenizer(env, C, lambda pos: got.append((pos, env.now)), *window)
 
         def client():
             for pos, t in enumerate(times):
@@ -284,7 +286,7 @@ def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_re
 
     def fed():
         env, got, asked = simpy.Environment(), [], []
-        tok = Tokenizer(env, C, lambda pos: got.append((pos, env.now)), 0.002, max_batch)
+        tok = Tokenizer(env, C, lambda pos: got.append((pos, env.now)), *window)
         tok.feed(times, lambda pos: asked.append(pos) or cost[pos])
         env.run()
         assert asked == list(range(n))  # each request is taken in once, in order

@@ -14,13 +14,14 @@ by default). Cost: one bare timeout (a callback, no process) per request, about 
 prompt joining an open window moves the batch's return later without a timeout of its own (the pending one
 fires early and waits on to the exact instant); never per token (benchmarks/sim_speed.py).
 
-An open loop through micro-batches needs no event per arrival (`feed`, issue 36): the arrival times are known,
-and what a prompt does to the tokenizer (open a window, join it, queue) depends on its send time alone, so
-the tokenizer takes in every prompt sent up to now whenever one of its own timeouts fires, with the
-arithmetic `send` does at the prompt's own time, and an idle tokenizer waits for the return of the next
-prompt's window. Same returns at the same instants; an arrival at the very instant of a return is taken in
-before it (the engines' same-time rule). The engines never wait on such arrivals: they reach no engine before
-their batch returns.
+An open loop needs no event per arrival (`feed`, issue 36): the arrival times are known, and what a prompt
+does to the tokenizer depends on its send time alone. One at a time, each delivery's timeout is set where
+`send` would set it, once the previous one is delivered. In micro-batches (open a window, join it, queue), the
+tokenizer takes in every prompt sent up to now whenever one of its own timeouts fires, with the arithmetic
+`send` does at the prompt's own time; an idle tokenizer waits for the return of the next prompt's window, and
+an open window's wait ends early at the send that would fill it. Same returns at the same instants; an arrival
+at the very instant of a return is taken in before it (the engines' same-time rule). The engines never wait on
+such arrivals: they reach no engine before they are tokenized.
 """
 from __future__ import annotations
 
@@ -66,10 +67,36 @@ class Tokenizer:
 
     def feed(self, arrival_s: list, cost_of) -> None:
         """Open loop (module docstring): prompts sent at `arrival_s` (sorted seconds, position order), each taken
-        in by `cost_of(pos)` at its time: its tokenization seconds, or None for a request refused before the
-        front end. Micro-batches only (`batch_wait_s` > 0)."""
+        in by `cost_of(pos)`: its tokenization seconds, or None for a request refused before the front end."""
         self._sends = [arrival_s, cost_of, 0, None]  # (+ the next position and its cost, once _wait_for_next asked)
-        self._wait_for_next()
+        if self.batch_wait_s <= 0:
+            self._serve_next()
+        else:
+            self._wait_for_next()
+
+    def _serve_next(self) -> None:
+        """`feed`, one at a time: the next prompt's delivery, where `send` at its time would set it (Lindley)."""
+        sends = self._sends
+        times, cost_of, i, _ = sends
+        while i < len(times):
+            cost = cost_of(i)
+            i += 1
+            if cost is not None:
+                t = times[i - 1]
+                self.free_s = max(t, self.free_s) + cost
+                at = t + (self.free_s - t)  # (where send's timeout, set at t, fires)
+                sends[2] = i
+                self.env.timeout(delay_toward(self.env.now, at)).callbacks.append(
+                    lambda _ev, pos=i - 1, at=at: self._served(pos, at))
+                return
+        sends[2] = i
+
+    def _served(self, pos: int, at: float) -> None:
+        if self.env.now < at:  # the wait stopped short of it (delay_toward): once more
+            self.env.timeout(delay_toward(self.env.now, at)).callbacks.append(lambda _ev: self._served(pos, at))
+            return
+        self.deliver(pos)
+        self._serve_next()
 
     def _take(self, pos: int, cost: float, now: float) -> bool:
         """A prompt sent at `now` (micro-batches): whether it opened or joined the batch (its return moved)."""

@@ -222,8 +222,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     tokenizer = Tokenizer(env, fw.tokenize_s_per_token, tokenized, fw.tokenize_batch_wait_s, fw.tokenize_max_batch)
     tokenizing = tokenizer.active
     arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency, cfg.client_turnaround_s)
-    # an open loop through micro-batches: no event per arrival (frontend.py), and none an engine waits on
-    fed = tokenizing and fw.tokenize_batch_wait_s > 0 and not cfg.max_concurrency
+    # an open loop through the tokenizer: no event per arrival (frontend.py), and none an engine waits on
+    fed = tokenizing and not cfg.max_concurrency
     engines = [build(i, p) for i, p in enumerate(plans)]
     for p, e in zip(plans, engines):
         if p.engine_cls is None:  # (an engine its policy
