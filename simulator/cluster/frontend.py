@@ -48,7 +48,7 @@ class Tokenizer:
         self.end_s = 0.0  # when the batch's tokenizer call returns
         self._end = None  # the pending timeout towards that return (a superseded one is ignored)
         self._end_at = self._return_s = 0.0  # when that timeout fires; when the call returns (>= it)
-        self._sends = None  # `feed`: (send times, their positions, prompt cost or None if refused), next index
+        self._sends = None  # `feed`: [send times by position, cost_of, next position, its cost once asked]
 
     @property
     def active(self) -> bool:

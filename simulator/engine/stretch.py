@@ -39,7 +39,7 @@ def delay_toward(now: float, t: float) -> float:
 
 class Stretch:
     """A planned stretch of `steps` decode steps of n sequences from k0 keys, starting at start_s,
-    each taking c0 + c1 * keys seconds; `live` while an interrupt may still cut it short."""
+    each taking c0 + c1 * keys seconds; `live` while a cut (cut_stretch) may still end it sooner."""
 
     __slots__ = ("start_s", "c0", "c1", "k0", "n", "steps", "live", "ran", "end_s")
 
