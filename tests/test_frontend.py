@@ -254,7 +254,7 @@ def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_re
     bit and in the same order, as a send at each arrival time: bursts inside a window, full windows (a window
     closing early moves its return earlier than a lone prompt's), prompts queued while a batch is tokenized, idle
     gaps, simultaneous sends, send times on a 1 ms grid (even seeds; seed 264 needs a second wait to land on a
-    send time) and requests refused before the front end (cost None, never delivered). max_batch 0: one at a time
+    send time) and requests refused before the front end (None, never delivered). max_batch 0: one at a time
     (SGLang's and TRT-LLM's tokenizer, no window)."""
     import simpy
 
@@ -266,7 +266,7 @@ def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_re
     times = np.cumsum(np.round(gaps, 3) if seed % 2 == 0 else gaps).tolist()
     tokens = rng.integers(1, 3000, n).tolist()
     refused = set(rng.choice(n, 20, replace=False).tolist())
-    cost = [None if p in refused else C * float(tokens[p]) for p in range(n)]
+    sent = [None if p in refused else tokens[p] for p in range(n)]  # what the cluster answers (Tokenizer.feed)
     window = (0.002, max_batch) if max_batch else (0.0, 1)  # (batch_wait_s, max_batch)
 
     def eager():
@@ -277,7 +277,7 @@ def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_re
             for pos, t in enumerate(times):
                 while env.now < t:
                     yield env.timeout(delay_toward(env.now, t))
-                if cost[pos] is not None:
+                if sent[pos] is not None:
                     tok.send(pos, tokens[pos])
 
         env.process(client())
@@ -287,7 +287,7 @@ def test_an_open_loop_fed_to_the_tokenizer_returns_what_sends_at_each_arrival_re
     def fed():
         env, got, asked = simpy.Environment(), [], []
         tok = Tokenizer(env, C, lambda pos: got.append((pos, env.now)), *window)
-        tok.feed(times, lambda pos: asked.append(pos) or cost[pos])
+        tok.feed(times, lambda pos: asked.append(pos) or sent[pos])
         env.run()
         assert asked == list(range(n))  # each request is taken in once, in order
         return got

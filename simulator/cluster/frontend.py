@@ -48,7 +48,7 @@ class Tokenizer:
         self.end_s = 0.0  # when the batch's tokenizer call returns
         self._end = None  # the pending timeout towards that return (a superseded one is ignored)
         self._end_at = self._return_s = 0.0  # when that timeout fires; when the call returns (>= it)
-        self._sends = None  # `feed`: [send times by position, cost_of, next position, its cost once asked]
+        self._sends = None  # `feed`: [send times by position, tokens_of, next position, its cost once asked]
 
     @property
     def active(self) -> bool:
@@ -56,7 +56,7 @@ class Tokenizer:
         return self.s_per_token > 0
 
     def send(self, pos: int, prompt_tokens: int) -> None:
-        env, cost = self.env, self.s_per_token * float(prompt_tokens)
+        env, cost = self.env, self._cost(prompt_tokens)
         if self.batch_wait_s <= 0:  # one at a time (Lindley's recursion gives the delivery time now)
             self.free_s = max(env.now, self.free_s) + cost
             env.timeout(self.free_s - env.now).callbacks.append(lambda _ev, pos=pos: self.deliver(pos))
@@ -65,21 +65,30 @@ class Tokenizer:
         if self._take(pos, cost, now):
             self._schedule(self.end_s, now)
 
-    def feed(self, arrival_s: list, cost_of) -> None:
+    def _cost(self, prompt_tokens: int) -> float:
+        """Seconds the thread takes over a prompt of `prompt_tokens` (a micro-batch: its prompts' sum)."""
+        return self.s_per_token * float(prompt_tokens)
+
+    def feed(self, arrival_s: list, tokens_of) -> None:
         """Open loop (module docstring): prompts sent at `arrival_s` (sorted seconds, position order), each taken
-        in by `cost_of(pos)`: its tokenization seconds, or None for a request refused before the front end."""
-        self._sends = [arrival_s, cost_of, 0, None]  # (+ the next position and its cost, once _wait_for_next asked)
+        in by `tokens_of(pos)`: its prompt tokens, or None for a request refused before the front end."""
+        self._sends = [arrival_s, tokens_of, 0, None]  # (+ the next position's cost, once _wait_for_next asked)
         if self.batch_wait_s <= 0:
             self._serve_next()
         else:
             self._wait_for_next()
 
+    def _ask(self, pos: int) -> float | None:
+        """`feed`: the tokenization seconds of the prompt at `pos`, or None (refused before the front end)."""
+        tokens = self._sends[1](pos)
+        return None if tokens is None else self._cost(tokens)
+
     def _serve_next(self) -> None:
         """`feed`, one at a time: the next prompt's delivery, where `send` at its time would set it (Lindley)."""
         sends = self._sends
-        times, cost_of, i, _ = sends
+        times, i = sends[0], sends[2]
         while i < len(times):
-            cost = cost_of(i)
+            cost = self._ask(i)
             i += 1
             if cost is not None:
                 t = times[i - 1]
@@ -128,10 +137,10 @@ class Tokenizer:
     def _take_sent(self, now: float) -> None:
         """`feed`: take in every prompt sent up to now (at now too), in order, each at its own time."""
         sends = self._sends
-        times, cost_of, i, peeked = sends
+        times, _, i, peeked = sends
         n = len(times)
         while i < n and times[i] <= now:
-            cost = peeked if peeked is not None else cost_of(i)
+            cost = peeked if peeked is not None else self._ask(i)
             peeked = None
             if cost is not None:
                 self._take(i, cost, times[i])
@@ -152,13 +161,13 @@ class Tokenizer:
         """`feed`, nothing in the tokenizer: refused requests are taken as they come; the next prompt opens a
         window at its send time, whose return (with no other prompt joining) the tokenizer waits for."""
         sends = self._sends
-        times, cost_of, i, peeked = sends
+        times, _, i, peeked = sends
         while i < len(times):
-            cost = peeked if peeked is not None else cost_of(i)  # (asked once: a second wait asks no more)
+            cost = peeked if peeked is not None else self._ask(i)  # (asked once: a second wait asks no more)
             peeked = None
             if cost is not None:
                 t = times[i]
-                self._return_s = t + max(0.0, t + self.batch_wait_s + cost - t)  # (_take's and _return_at's at t)
+                self._return_at(t + self.batch_wait_s + cost, t)  # (where this prompt alone opening a window returns)
                 sends[2], sends[3] = i, cost
                 at = self._fed_wake(1, t + self.batch_wait_s, i + 1)
                 self._timeout(delay_toward(self.env.now, at), at)

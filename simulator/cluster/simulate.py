@@ -178,13 +178,17 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
                     f"({spec.attention_chunk_tokens} tokens) is not modelled yet")
         return None
 
-    def issue(pos, at_boundary=True) -> bool:
-        recs.issued_s[pos] = env.now  # the client sends it: TTFT's start, whatever waits come after (every policy)
-        # refused before the front end: a request too long for the model costs no tokenizer time, so a
-        # bogus 1e11-token row cannot delay the requests behind it (issue 33, item 6)
+    def sent(pos, now: float) -> bool:
+        """The client sends request `pos` at `now`: TTFT's start, whatever waits come after (every policy); whether
+        it passes the server's first check. Refused before the front end: a request too long for the model costs
+        no tokenizer time, so a bogus 1e11-token row cannot delay the requests behind it (issue 33, item 6)."""
+        recs.issued_s[pos] = now
         reason = too_long(pos)
-        if reason is not None:
-            return reject(pos, reason)
+        return True if reason is None else reject(pos, reason)
+
+    def issue(pos, at_boundary=True) -> bool:
+        if not sent(pos, env.now):
+            return False
         if tokenizing:  # the server checks the rest once tokenized
             tokenizer.send(pos, int(recs.input_tokens[pos]))
             return True
@@ -211,13 +215,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
         if not deliver(pos, False):
             arrivals.finished(pos)  # rejected there: its client's slot is free
 
-    def cost_of(pos) -> float | None:  # an open loop's request as the tokenizer takes it in (Tokenizer.feed)
-        recs.issued_s[pos] = recs.arrival_s[pos]
-        reason = too_long(pos)
-        if reason is not None:
-            reject(pos, reason)
-            return None
-        return fw.tokenize_s_per_token * float(recs.input_tokens[pos])
+    def tokens_of(pos) -> int | None:  # an open loop's request as the tokenizer takes it in (Tokenizer.feed)
+        return int(recs.input_tokens[pos]) if sent(pos, recs.arrival_s[pos]) else None
 
     tokenizer = Tokenizer(env, fw.tokenize_s_per_token, tokenized, fw.tokenize_batch_wait_s, fw.tokenize_max_batch)
     tokenizing = tokenizer.active
@@ -244,7 +243,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     unused = ADP_UNUSED if ec.adp_balance and not groups else ""
 
     if fed:
-        tokenizer.feed(arrivals.arrival_s, cost_of)
+        tokenizer.feed(arrivals.arrival_s, tokens_of)
     else:
         arrivals.start()
     env.run()
