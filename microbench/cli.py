@@ -43,6 +43,13 @@ def _bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size like 64M or 1G") from None
 
 
+def _cache(text: str) -> int:
+    n = _bytes(text)
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the cache must be a positive size, like 32M")
+    return n
+
+
 def _sweep(text: str) -> dict:
     import json
     from pathlib import Path
@@ -104,6 +111,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch threads per rank (CPU default: cores/ranks)")
     p.add_argument("--timeout-s", type=float, default=300.0, help="collective timeout (a hang becomes an error)")
     p.add_argument("--max-case-gb", type=float, default=4.0, help="memory budget of one case's inputs")
+    p.add_argument("--cache-bytes", type=_cache, default=None,
+                   help="last-level cache the rotating inputs must exceed twice, e.g. 32M (default: the GPU's L2, or "
+                        "the CPU's largest cache as sysfs reports it; a VM may report its host's whole L3)")
     p.add_argument("--no-isolate", dest="isolate", action="store_false",
                    help="CPU: no scheduling measures (workers at nice -10, collectives' timed samples under "
                         "SCHED_RR, SCHED_IDLE spinners keeping vCPUs awake; where permitted; docs/microbench.md)")

@@ -124,7 +124,8 @@ def build_ctx(args, rank: int, world: int, device, backend, local_world: int | N
     common = {"device": name, **env.versions(device)}
     return Ctx(args=args, sweep=sw, spec=spec, rank=rank, world=world, device=device, backend=backend,
                hw=hw, prof=prof, common=common, ctrl=ctrl, groups=groups, local_world=local_world or world,
-               cache=cache_bytes(device), max_bytes=max_bytes, wait=wait)
+               cache=cache_bytes(device) if args.cache_bytes is None else args.cache_bytes, max_bytes=max_bytes,
+               wait=wait)
 
 
 def _resume_state(ctx) -> set:
@@ -259,6 +260,7 @@ def worker(rank: int, world: int, port: int | None, args) -> None:
             record.update(finished=env.now(), suites=list(args.suites), quick=bool(args.quick),
                           model=ctx.spec.name, hardware_preset=ctx.hw.name if ctx.hw else None,
                           profile=getattr(ctx.prof, "name", None), error_rows=errors, worker_nice=nice,
+                          cache_bytes=ctx.cache,
                           collectives_realtime=ctx.realtime, local_world_size=ctx.local_world,
                           cpu_spinners=bool(device.type == "cpu" and args.isolate and "collectives" in args.suites),
                           telemetry=[t for t in telemetry if t["nvml"]], argv=list(args.argv or ()))

@@ -152,6 +152,7 @@ def test_cli_writes_nvfp4_error_rows_that_calibration_skips(tmp_path):
     sw = {"tp": [1], "model_m": [1], "grid_m": [1], "grid_n": [256], "grid_k": [256], "dtypes": ["bf16"]}
     p = subprocess.run([sys.executable, "-m", "microbench", "--device", "cpu", "--quick", "--repeats", "3",
                         "--warmup", "1", "--no-progress", "--nproc", "1", "--suite", "gemm", "--dtypes", "bf16,nvfp4",
+                        "--cache-bytes", "4M",
                         "--sweep", json.dumps(sw), "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=150)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -22,11 +22,16 @@ SWEEP = {"tp": [1], "model_m": [1], "grid_m": [1, 64], "grid_n": [256, 512, 1024
          "ulysses_tokens": [64], "cas_tokens": [4], "attempts": 1}
 
 
+# the last-level cache the rotating inputs exceed: a VM may report its host's whole L3 (480 MiB here), which made
+# every case fill and rotate ~1 GB of inputs (this module's world took ~36 s instead of ~3 s; 2026-12-02)
+CACHE = "4M"
+
+
 def microbench(*args, timeout=150):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "microbench", "--device", "cpu", "--quick", "--repeats", "3",
-                           "--warmup", "1", "--no-progress", "--max-case-gb", "1e9", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                           "--warmup", "1", "--no-progress", "--max-case-gb", "1e9", "--cache-bytes", CACHE, *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,7 @@ def run2(tmp_path_factory):
     return out
 
 
-@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~3 s, shared by the tests that take it
 def test_rows_schema_and_all_suites(run2):
     df = read_measurements(run2)
     assert tuple(df.columns) == COLUMNS
@@ -61,7 +66,7 @@ def test_rows_schema_and_all_suites(run2):
     assert json.loads(writer.env_path(run2).read_text())["runs"][-1]["local_world_size"] == 2
 
 
-@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~3 s, shared by the tests that take it
 def test_busbw_column_follows_nccl_tests(run2):
     df = read_measurements(run2)
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"):
@@ -70,7 +75,7 @@ def test_busbw_column_follows_nccl_tests(run2):
         assert r.achieved == pytest.approx(algbw * float(busbw_factor(op, 2)), rel=1e-3)
 
 
-@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~3 s, shared by the tests that take it
 def test_failing_cases_are_error_rows_and_the_suite_goes_on(run2):
     df = read_measurements(run2)
     err = df[df.error != ""]
@@ -84,17 +89,18 @@ def test_failing_cases_are_error_rows_and_the_suite_goes_on(run2):
     assert (df.loc[first_err:, "error"] == "").any()
 
 
-@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~3 s, shared by the tests that take it
 def test_environment_record(run2):
     runs = json.loads(writer.env_path(run2).read_text())["runs"]
     rec = runs[-1]
     assert rec["world_size"] == 2 and rec["device_type"] == "cpu" and rec["cpu_model"]
     assert rec["torch_threads_per_rank"] >= 1 and rec["model"] == "tiny" and rec["hardware_preset"] == "cpu"
+    assert rec["cache_bytes"] == 4 << 20  # --cache-bytes, recorded as the run used it
     assert rec["suites"] == ["gemm", "attention", "collectives", "memcpy", "moe", "mla"] and rec["error_rows"] >= 4
     assert not writer.pending_path(run2).exists()
 
 
-@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~3 s, shared by the tests that take it
 def test_moe_and_mla_on_cpu_are_one_error_row_each_in_their_tables(run2):
     """No CUDA (and no vLLM) here: each kernel table beside --out holds one error row; the measurement CSV none."""
     from perfmodel.calibration import kernel_tables as kt
@@ -106,7 +112,7 @@ def test_moe_and_mla_on_cpu_are_one_error_row_each_in_their_tables(run2):
     assert not read_measurements(run2).op.isin(["moe", "mla_generation"]).any()
 
 
-@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~7 s, shared by the tests that take it
+@pytest.mark.slow  # run2 spawns a 2-rank microbench world: ~3 s, shared by the tests that take it
 def test_calibrate_and_validate_read_the_rows(run2, tmp_path, capsys):
     cli = pytest.importorskip("perfmodel.calibration.cli")
     prof = tmp_path / "cpu.json"
@@ -143,7 +149,7 @@ def test_resume_skips_measured_retries_failed_and_records_a_dead_case(tmp_path):
 def test_bad_input_exits_2(capsys):
     from microbench.cli import main
 
-    for args in (["--suite", "nope"], ["--sweep", '{"nope": 1}'], ["--max-bytes", "lots"]):
+    for args in (["--suite", "nope"], ["--sweep", '{"nope": 1}'], ["--max-bytes", "lots"], ["--cache-bytes", "0"]):
         with pytest.raises(SystemExit) as e:
             main(args)
         assert e.value.code == 2, args
@@ -153,5 +159,13 @@ def test_bad_input_exits_2(capsys):
     err = capsys.readouterr().err
     for text in ("error: argument --suite: unknown suite 'nope'", "error: argument --sweep: unknown key 'nope'",
                  "error: argument --max-bytes: 'lots'", "error: --dtypes 'int3' unknown",
-                 "error: unknown model 'no-such-model'", "error: --nproc 0 must be >= 1"):
+                 "error: unknown model 'no-such-model'", "error: --nproc 0 must be >= 1",
+                 "error: argument --cache-bytes: '0': the cache must be a positive size"):
         assert text in err
+
+
+def test_cache_bytes_option():
+    from microbench.cli import parser
+
+    assert parser().parse_args(["--cache-bytes", "32M"]).cache_bytes == 32 << 20
+    assert parser().parse_args([]).cache_bytes is None  # the device's own: timing.cache_bytes
