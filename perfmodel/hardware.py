@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -184,12 +185,22 @@ def hardware_names() -> list[str]:
 
 
 def _index() -> dict:
+    """Preset name or alias (lower case, "_" for "-") -> its TOML file. Parsed once per state of the presets'
+    folder (each file's path and modification time): every replay of `validate` looks its hardware up, and
+    parsing all 14 presets each time took 4.2 s of the 967 H200 rows' 4.3 s setup (2026-12-02)."""
+    return dict(_index_of(tuple(sorted((str(p), p.stat().st_mtime_ns) for p in HARDWARE_DIR.glob("*.toml")))))
+
+
+@functools.lru_cache(maxsize=4)
+def _index_of(files: tuple) -> tuple:
+    """_index's (key, path) pairs for these (path, mtime_ns) files."""
     idx = {}
-    for p in HARDWARE_DIR.glob("*.toml"):
+    for name, _ in files:
+        p = Path(name)
         raw = tomllib.loads(p.read_text())
         for key in (p.stem, raw.get("name", p.stem), *raw.get("aliases", ())):
             idx[key.lower().replace("-", "_")] = p
-    return idx
+    return tuple(idx.items())
 
 
 def load_hardware(name_or_path: str) -> Hardware:
