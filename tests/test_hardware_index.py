@@ -1,5 +1,5 @@
 """Preset lookup by name or alias: the presets' folder is parsed once per state of its files, and a file that
-changes is read again (2026-12-02: every lookup parsed all 14 presets, 4.2 s of validate's 967 H200 rows)."""
+changes is read again (2026-12-02: every lookup parsed all 13 presets, 4.2 s of validate's 967 H200 rows)."""
 import os
 
 from perfmodel import hardware
@@ -12,7 +12,7 @@ def test_lookups_parse_the_presets_once(monkeypatch):
     for _ in range(50):
         assert hardware.load_hardware("h200").name == "h200_sxm"
     n_files = len(list(hardware.HARDWARE_DIR.glob("*.toml")))
-    assert len(calls) <= 50 + n_files  # each lookup reads its own file; the index at most once (was 50 x 15)
+    assert len(calls) <= 50 + n_files  # each lookup reads its own file; the index at most once (was 50 x 14)
 
 
 def test_the_index_follows_the_folder(monkeypatch, tmp_path):
