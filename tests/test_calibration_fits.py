@@ -82,6 +82,24 @@ def test_gemm_fit_recovers_held_out_shapes():
     assert big == pytest.approx(2.0, rel=1e-6)
 
 
+def test_gemm_weight_shape_is_located_once(monkeypatch):
+    """A model's few weight shapes are asked for at every step table, estimate and SiDP step: (n, k) is located on
+    the grid once per shape (2026-12-02: recommend's pruning 5.9 -> 4.5 s), with the same answers bit for bit."""
+    df = synthetic_gemm()
+    fresh, tab = (gm.GemmTable(gm.fit_gemm(df, ROOF)["bf16"]) for _ in range(2))
+    m = np.array([1.0, 7.0, 300.0, 9000.0])
+    expected = [gm.GemmTable(gm.fit_gemm(df, ROOF)["bf16"]).efficiency(m * j, np.float64(2048.0), 3072)
+                for j in (1, 2, 3)]  # (a new table for each: nothing kept between them)
+    assert np.array_equal(tab.efficiency(m, 2048.0, 3072.0), fresh.efficiency(m, 2048.0, 3072.0))
+    calls = []
+    locate = grid.locate
+    monkeypatch.setattr(gm.grid, "locate", lambda axis, x: calls.append(1) or locate(axis, x))
+    again = [tab.efficiency(m * j, 2048.0, 3072.0) for j in (1, 2, 3)]
+    assert not calls and all(np.array_equal(a, e) for a, e in zip(again, expected))
+    tab.efficiency(m, 1536.0, 3072.0)  # a new shape is located (n and k: two calls)
+    assert len(calls) == 2
+
+
 def synthetic_collectives():
     """Two protocols (latency-bound LL below 64 KiB, bandwidth-bound above) and a repeat run."""
     rows = []

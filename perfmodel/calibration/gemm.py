@@ -88,21 +88,33 @@ def sig(x: np.ndarray, digits: int = 4):
 class GemmTable:
     """One dtype's parsed grid: log axes and log efficiency, for fast evaluation."""
 
-    __slots__ = ("lm", "ln", "lk", "leff")
+    __slots__ = ("lm", "ln", "lk", "leff", "_cols")
 
     def __init__(self, d: dict):
         self.lm, self.ln, self.lk = (np.log(np.asarray(d[a], dtype=float)) for a in ("m", "n", "k"))
         self.leff = np.log(np.asarray(d["eff_pct"], dtype=float) / 100.0)
         if self.leff.shape != (len(self.lm), len(self.ln), len(self.lk)):
             raise ValueError(f"gemm eff_pct shape {self.leff.shape} does not match its m, n, k axes")
+        self._cols: dict = {}  # (n, k) -> log efficiency over the m axis (`_col`)
 
-    def efficiency(self, m, n, k) -> np.ndarray:
-        lm = np.log(np.maximum(m, 1e-30))
-        if np.ndim(n) == 0 and np.ndim(k) == 0:  # common case: one weight shape, many token counts
+    def _col(self, n: float, k: float) -> np.ndarray:
+        """Log efficiency along the m axis at weight shape (n, k), bilinear in (log n, log k). A model has a handful
+        of weight shapes, asked for at every step table, estimate and SiDP step: kept per shape (the same array
+        each time), since locating (n, k) cost more than the m interpolation (2026-12-02: recommend's pruning)."""
+        col = self._cols.get((n, k))
+        if col is None:
             (i, wi), (j, wj) = grid.locate(self.ln, np.log(n)), grid.locate(self.lk, np.log(k))
             i2, j2 = min(i + 1, len(self.ln) - 1), min(j + 1, len(self.lk) - 1)
             col = ((1 - wi) * ((1 - wj) * self.leff[:, i, j] + wj * self.leff[:, i, j2])
                    + wi * ((1 - wj) * self.leff[:, i2, j] + wj * self.leff[:, i2, j2]))
+            if len(self._cols) < 4096:  # (bounded: shapes are few, but a sweep over n or k must not grow it)
+                self._cols[(n, k)] = col
+        return col
+
+    def efficiency(self, m, n, k) -> np.ndarray:
+        lm = np.log(np.maximum(m, 1e-30))
+        if np.ndim(n) == 0 and np.ndim(k) == 0:  # common case: one weight shape, many token counts
+            col = self._col(float(n), float(k))
             return np.exp(np.interp(lm, self.lm, col) if len(self.lm) > 1 else np.full(np.shape(lm), col[0]))
         return np.exp(grid.interp((self.lm, self.ln, self.lk), self.leff, (lm, np.log(n), np.log(k))))
 
