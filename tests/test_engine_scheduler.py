@@ -83,6 +83,19 @@ def test_prefill_first_runs_only_prompts_when_one_is_admissible():
     assert s.granted == [1]  # nothing waits: the decodes run
 
 
+def test_prefill_first_continues_the_chunked_prompt_before_new_ones():
+    """SGLang's prefill batch: the request whose prompt is being chunked continues first, waiting prompts fill the
+    rest of the budget, and the decoders wait; with nothing waiting the chunk still runs alone (SGLang forms a
+    prefill batch whenever a request is chunked: scheduler._prefill_step's source). Until 2026-12-02 new prompts
+    went first (the chunked one waited) and, with none waiting, the chunk ran mixed with the decodes."""
+    b = running([(0, 100, 50, 109, 10), (1, 100, 5, 40, 0)], decoding=False)  # request 1: 40 of 100 computed
+    s = schedule(b, deque([3, 2]), 100, REQ, lim(budget=64, prefill_first=True))
+    assert s.granted == [0, 60, 4] and [c.pos for c in s.admitted] == [3] and s.decoders == 0
+    alone = schedule(b, deque(), 100, REQ, lim(budget=64, prefill_first=True))
+    assert alone.granted == [0, 60] and alone.admitted == () and not alone.decode_running
+    assert schedule(b, deque(), 100, REQ, lim(budget=64)).granted == [1, 60]  # decode-first (vLLM) mixes them
+
+
 def test_reserve_full_prompt_admits_only_whole_prompts_that_fit():
     b = running([])
     req = queue([200, 20])

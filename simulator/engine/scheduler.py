@@ -5,7 +5,8 @@ answer. Running requests come first (decodes and unfinished prefill chunks, in r
 then waiting requests fill the rest of the token budget (decode-first, vLLM v1); KV blocks are
 allocated for every scheduled token; when they run out the last running request is preempted
 (recompute: its KV is freed and it re-prefills prompt + generated tokens later), and a step that
-preempted admits nothing (vLLM v1). `prefill_first` is vLLM V0's order (prompts before decodes).
+preempted admits nothing (vLLM v1). `prefill_first` is SGLang's and vLLM V0's order (prompts before decodes, a
+chunked prompt before new ones: _prefill_step).
 
 Admission rules (`Limits.reserve`), one per serving framework:
   "chunk"    vLLM 0.9: the first chunk must fit the free blocks (later chunks and decodes may preempt)
@@ -182,6 +183,35 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
     return tuple.__new__(Schedule, (granted, 0, tuple(cols), tuple(toks), decode_running, whole, decoders))
 
 
+def _prefill_step(batch, n: int, waiting, req: Waiting, lim: Limits, free_blocks: int, cache, reserved: int):
+    """A prefill-first step (SGLang's prefill batch; vLLM V0's prompt step): the running request whose prompt is
+    being chunked continues first, then waiting prompts fill the rest of the budget, and the decoders wait. SGLang
+    adds its chunked request before the waiting queue and forms a prefill batch whenever one is chunked
+    (Scheduler._get_new_batch_prefill_raw: `adder.add_chunked_req(self.chunked_req)` ahead of `for req in
+    self.waiting_queue`, and no early return while `self.chunked_req` is set; python/sglang/srt/managers/
+    scheduler.py @ 0003215c, the same order in the 0.4 and 0.5 schedulers). Until 2026-12-02 waiting prompts went
+    first and the chunked request waited, or ran mixed with the decodes. None: nothing chunked and nothing
+    admissible, or the chunk's KV blocks do not fit (the general path preempts)."""
+    granted, left, need = [0] * n, lim.budget, 0
+    if not batch.decoding:  # (else every running request decodes: none is chunked)
+        bs, cap, d = lim.block_size, lim.chunk_cap, batch.clock
+        prompt, cbase, gbase = batch.prompt, batch.cbase, batch.gbase
+        for i in range(batch.lead, n):
+            wants = prompt[i] + gbase[i] - cbase[i]
+            if left <= 0 or wants == 1 and gbase[i] + d > 0:  # (a decoder waits)
+                continue
+            g, c = min(wants, cap, left), cbase[i] + d
+            granted[i], left, need = g, left - g, need + -(-(c + g) // bs) - -(-c // bs)
+    if need > free_blocks:
+        return None
+    if waiting:
+        got = _admit(granted, n, waiting, req, lim, left, free_blocks - _step_blocks(need, lim), cache=cache,
+                     reserved=reserved)
+        if got is not None:
+            return got
+    return tuple.__new__(Schedule, (granted, 0, (), (), False, True, 0)) if left < lim.budget else None
+
+
 def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True,
              cache=None, ratio: float = 0.0) -> Schedule:
     """The next step of an engine whose running `batch` (RunningBatch) holds all but `free_blocks`
@@ -190,8 +220,8 @@ def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit:
     `ratio`: SGLang's new_token_ratio of this step (reserve "sglang" only)."""
     n = len(batch.idx)  # (len(batch): a Python call more, every step)
     reserved = reserved_blocks(batch, lim, ratio) if admit and waiting else 0
-    if admit and waiting and lim.prefill_first:
-        got = _admit([0] * n, n, waiting, req, lim, lim.budget, free_blocks, cache=cache, reserved=reserved)
+    if lim.prefill_first and (admit and waiting or not batch.decoding):
+        got = _prefill_step(batch, n, waiting if admit else (), req, lim, free_blocks, cache, reserved)
         if got is not None:
             return got
     if batch.decoding and n <= lim.budget and n <= free_blocks:

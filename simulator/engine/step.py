@@ -153,7 +153,9 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) ->
                 batch.set_own(i, held)
         if full and gen >= out:
             done.append(i)
-    if batch.first_completion() <= 0:  # decoders that sampled their last token
+    # decoders that sampled their last token; none after a prompts-only step (no running request advanced: a
+    # 0-output one whose prompt was being chunked has its key at the clock, and was reported done; 2026-12-02)
+    if tick and batch.first_completion() <= 0:
         done = sorted(done + batch.finished(exclude=set(fix)))
     return done
 
