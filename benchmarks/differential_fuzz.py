@@ -1,0 +1,129 @@
+"""A wide fast-path-vs-step-by-step fuzz (issue 33's differential check, more mixes and seeds than the tests draw).
+
+Each case is a policy with framework, engine and workload options; each seed draws a bursty trace (same-instant
+arrivals, prompts of 1 to `--max-prompt` tokens, 0-output rows, optional shared prefix blocks). A case passes when
+the closed-form run equals the step-by-step one (tests/test_sim_util.assert_same_requests: integers exactly, times
+to 1e-9), their summary counts agree and both satisfy every invariant (simulator/results/invariants.py). It prints
+one line per case and exits 1 if any failed. 2026-12-02: found SGLang counting a chunked 0-output request done
+early (tests/test_sglang_chunked_prefill.py); after the fix 19 + 20 + 10 mixes x 6-25 seeds ran clean.
+
+    python benchmarks/differential_fuzz.py [--seeds 10] [--first-seed 0] [--max-prompt 9000] [--big] [--match TEXT]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from test_sim_util import assert_same_requests  # noqa: E402
+
+from simulator.engine.config import framework_engine  # noqa: E402
+from simulator.results.invariants import check_run  # noqa: E402
+from simulator.run import RunSpec, run  # noqa: E402
+from simulator.workload.workload import Workload  # noqa: E402
+
+# (policy, RunSpec fields, EngineConfig fields, shared prefix blocks)
+MIXES = [
+    ("dp", {"framework": "sglang", "max_concurrency": 4}, {}, False),
+    ("dp", {"framework": "trtllm", "max_concurrency": 3}, {}, False),
+    ("tp", {"framework": "trtllm"}, {"batch_wait_timeout_iters": 5, "batch_wait_max_tokens_ratio": 0.5}, False),
+    ("dp", {}, {"priority_scheduling": True}, False),
+    ("dp", {}, {"enable_chunked_prefill": False}, False),
+    ("dp", {}, {"max_num_seqs": 3, "max_num_batched_tokens": 1024}, False),
+    ("dp", {}, {"max_waiting": 2}, False),
+    ("dp", {}, {}, True),
+    ("dp", {"max_concurrency": 5}, {}, True),
+    ("tp", {"mtp": 2}, {}, False),
+    ("tp", {"framework": "trtllm", "mtp": 1}, {}, False),
+    ("disagg", {"framework": "sglang"}, {}, False),
+    ("disagg", {"framework": "trtllm"}, {}, False),
+    ("disagg", {}, {}, True),
+    ("shift", {"framework": "sglang"}, {}, False),
+    ("flying", {"framework": "trtllm"}, {}, False),
+    ("flying", {"max_concurrency": 6}, {}, True),
+    ("seesaw", {"framework": "sglang"}, {}, False),
+    ("seesaw", {"max_concurrency": 4}, {}, False),
+    ("sidp", {"framework": "trtllm"}, {}, False),
+    ("pp", {"framework": "trtllm"}, {"max_num_batched_tokens": 1024}, False),
+    ("layout", {"framework": "sglang", "layout": "tp=2,pp=2", "gpus": 4}, {}, False),
+    ("layout", {"framework": "trtllm", "layout": "dp=2,tp=1,ep=2", "model": "qwen3-30b-a3b"},
+     {"adp_balance": True, "adp_timeout_iters": 5, "adp_batching_wait_iters": 1}, False),
+    ("ep", {"framework": "sglang", "model": "qwen3-30b-a3b"}, {}, False),
+    ("dp", {"framework_version": "0.18.0", "max_concurrency": 3}, {"max_num_batched_tokens": 700}, False),
+    ("tp", {"framework": "sglang", "framework_version": "0.5.9"}, {"max_num_batched_tokens": 512}, False),
+    ("tp", {"framework": "sglang"}, {"priority_scheduling": True, "max_num_batched_tokens": 768}, False),
+]
+BIG = [  # the served models of the measured files, on 8 x H200 (slower: --big)
+    ("layout", {"framework": "sglang", "model": "deepseek-r1", "layout": "tp=8,ep=8"}, {}, False),
+    ("layout", {"framework": "trtllm", "model": "deepseek-r1", "layout": "dp=8,tp=1,ep=8", "mtp": 1}, {}, False),
+    ("layout", {"framework": "sglang", "model": "qwen3.5-397b-a17b", "layout": "tp=8,ep=8"}, {}, False),
+    ("layout", {"framework": "sglang", "model": "glm-5", "layout": "tp=8"}, {}, False),
+    ("layout", {"model": "kimi-k2.5", "layout": "tp=8", "max_concurrency": 4}, {}, False),
+    ("layout", {"framework": "trtllm", "model": "llama-3.1-70b", "layout": "tp=4,pp=2"}, {}, False),
+    ("layout", {"model": "gpt-oss-120b", "layout": "tp=2,ep=2"}, {}, False),
+]
+
+
+def trace(rng, n: int, max_prompt: int, prefix: bool) -> Workload:
+    gaps = rng.choice([0.0, 0.0, 0.001, 0.05, 0.4, 3.0], n)
+    arr = np.cumsum(gaps) - gaps[0]
+    inp = rng.integers(1, max_prompt, n)
+    out = rng.choice([0, 1, 2, 17, 120, 400, 1500], n)
+    df = pd.DataFrame({"request_id": np.arange(n), "arrival_s": arr, "input_tokens": inp, "output_tokens": out,
+                       "priority": rng.integers(0, 2, n)})
+    if prefix:  # 16-token blocks, the leading two shared in three groups
+        df["prefix_blocks"] = [tuple((i % 3) * 100 + j if j < 2 else 10_000 + 100 * i + j
+                                     for j in range(-(-int(p) // 16))) for i, p in enumerate(inp)]
+    return Workload(df)
+
+
+def spec(policy: str, fields: dict, eng: dict, fast: bool, big: bool) -> RunSpec:
+    fw = fields.get("framework", "vllm")
+    engine = dataclasses.replace(framework_engine(fw), fast_forward=fast, **eng)
+    base = {"model": "llama-3.1-8b", "hardware": "h200" if big else "h100", "gpus": 8 if big else 2}
+    return RunSpec(policy=policy, **{**base, **fields, "framework": fw, "engine": engine})
+
+
+def check(w: Workload, policy: str, fields: dict, eng: dict, big: bool) -> None:
+    a, b = (run(w, spec(policy, fields, eng, fast, big)) for fast in (True, False))
+    assert_same_requests(a.result, b.result)
+    for key in ("completed", "rejected", "num_requests", "total_output_tokens", "mode_switches"):
+        assert a.summary.get(key) == b.summary.get(key), key
+    bad = check_run(a.result) + check_run(b.result)
+    assert not bad, bad
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--max-prompt", type=int, default=9000, help="prompts of 1 to this many tokens")
+    p.add_argument("--big", action="store_true", help="the measured files' models on 8 x H200 instead")
+    p.add_argument("--match", default="", help="only cases whose description contains this")
+    args = p.parse_args()
+    failed = 0
+    for ci, (policy, fields, eng, prefix) in enumerate(BIG if args.big else MIXES):
+        name = f"{policy} {fields} {eng}" + (" prefix" if prefix else "")
+        if args.match not in name:
+            continue
+        for s in range(args.first_seed, args.first_seed + args.seeds):
+            rng = np.random.default_rng(s * 100 + ci)
+            try:
+                check(trace(rng, int(rng.integers(5, 40)), args.max_prompt, prefix), policy, fields, eng, args.big)
+            except AssertionError as e:
+                failed += 1
+                print(f"FAIL {name} seed {s}: {str(e)[:300]}", flush=True)
+                break
+        else:
+            print(f"ok   {name} ({args.seeds} seeds)", flush=True)
+    print(f"{failed} case(s) failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
