@@ -197,8 +197,10 @@ def _prefill_step(batch, n: int, waiting, req: Waiting, lim: Limits, free_blocks
         bs, cap, d = lim.block_size, lim.chunk_cap, batch.clock
         prompt, cbase, gbase = batch.prompt, batch.cbase, batch.gbase
         for i in range(batch.lead, n):
+            if left <= 0:
+                break
             wants = prompt[i] + gbase[i] - cbase[i]
-            if left <= 0 or wants == 1 and gbase[i] + d > 0:  # (a decoder waits)
+            if wants == 1 and gbase[i] + d > 0:  # a decoder waits
                 continue
             g, c = min(wants, cap, left), cbase[i] + d
             granted[i], left, need = g, left - g, need + -(-(c + g) // bs) - -(-c // bs)
