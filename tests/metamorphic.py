@@ -1,0 +1,111 @@
+"""Metamorphic relations of a simulated run (this module holds no tests: tests/test_metamorphic.py and
+benchmarks/differential_fuzz.py --relation use it). Each takes a Workload, a RunSpec and a numpy Generator, and
+raises AssertionError naming the first request and field that break the relation.
+
+  shift   moving the trace later in time moves every time by the same amount and changes nothing else: no code
+          reads the absolute clock (a sentinel time, a timer from 0). Workloads start at 0 s, so both runs begin
+          with the same 1-token request at 0 s and the trace follows at T1 or T2 seconds (the engine idle between):
+          a policy whose state outlives an idle engine (Flying's binding, SiDP's mode) starts both alike.
+  causal  a request appended to arrive at time t changes nothing that happened before t: no run acts on an
+          arrival before it happens (the front end and the decode stretches read the arrival times ahead).
+
+The traces' gaps are stretched by an irrational factor and a random part, so that no two arrivals and no
+arrival and window end (vLLM's 2 ms tokenizer window) meet by the accident of decimal gaps: a tie that rounding
+breaks differently at another offset is not a bug (same-instant arrivals stay tied: their gap is 0).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulator.run import run
+from simulator.workload.workload import Workload
+
+SHIFTS_S = (1000.0, 3000.0)
+TIME_COLUMNS = ("issued_s", "scheduled_s", "first_token_s", "finish_s")
+NEW_BLOCK = 10**9  # prefix block ids from here on: held by no request of the traces
+INT_COLUMNS = ("generated_tokens", "preemptions", "engine", "status", "reject_reason")
+
+
+def untie(w: Workload, rng) -> Workload:
+    """w with its nonzero gaps stretched (x 1.0123457, + U[0, 0.1 ms]): no accidental ties."""
+    df = w.requests.copy()
+    gap = np.diff(df["arrival_s"].to_numpy(), prepend=0.0)
+    gap = np.where(gap > 0, gap * 1.0123457 + rng.uniform(0.0, 1e-4, len(gap)), 0.0)
+    df["arrival_s"] = np.cumsum(gap)
+    return Workload(df)
+
+
+def _requests(spec, df: pd.DataFrame) -> pd.DataFrame:
+    return run(Workload(df.reset_index(drop=True)), spec).result.requests.frame()
+
+
+def _run(spec, df: pd.DataFrame):
+    """(requests frame, steps frame) of df's run."""
+    res = run(Workload(df.reset_index(drop=True)), spec).result
+    return res.requests.frame(), res.steps.frame()
+
+
+def _after_lead(df: pd.DataFrame, shift_s: float) -> pd.DataFrame:
+    """The 1-token request at 0 s, then df's requests `shift_s` later (ids kept; the lead's is new)."""
+    lead = df.iloc[[0]].copy()
+    lead["request_id"], lead["arrival_s"] = int(df["request_id"].max()) + 1, 0.0
+    lead["input_tokens"], lead["output_tokens"] = 1, 1
+    if "prefix_blocks" in df:
+        lead["prefix_blocks"] = [(NEW_BLOCK,)]
+    moved = df.copy()
+    moved["arrival_s"] = moved["arrival_s"] + shift_s
+    return pd.concat([lead, moved], ignore_index=True)
+
+
+def check_shift(w: Workload, spec, rng) -> None:
+    w = untie(w, rng)
+    a, b = (_requests(spec, _after_lead(w.requests, t)).iloc[1:] for t in SHIFTS_S)
+    for c in INT_COLUMNS:
+        bad = np.flatnonzero(a[c].to_numpy() != b[c].to_numpy())
+        assert not len(bad), f"shift: {c} of request {bad[0]} differs: {a[c].iloc[bad[0]]} vs {b[c].iloc[bad[0]]}"
+    for c in TIME_COLUMNS:  # (the times carry ~1e-12 s of rounding at 3,000 s: 1e-6 s is a step's 1/1000)
+        x, y = a[c].to_numpy() - SHIFTS_S[0], b[c].to_numpy() - SHIFTS_S[1]
+        bad = np.flatnonzero(~(np.isclose(x, y, rtol=0.0, atol=1e-6) | (np.isnan(x) & np.isnan(y))))
+        assert not len(bad), f"shift: {c} of request {bad[0]} differs: {x[bad[0]]!r} vs {y[bad[0]]!r} s"
+
+
+def _steps_before(s: pd.DataFrame, t: float, ended: bool) -> pd.DataFrame:
+    """The step rows that ended before t (`ended`), or the single steps begun before t but not ended, less
+    their `waiting` (the queue when the step ended)."""
+    end = s["start_s"] + s["duration_s"]
+    s = s[end < t] if ended else s[(end >= t) & (s["start_s"] < t) & (s["steps"] == 1)].drop(columns="waiting")
+    return s.sort_values(["start_s", "engine"], kind="stable").reset_index(drop=True)
+
+
+def check_causal(w: Workload, spec, rng) -> None:
+    w = untie(w, rng)
+    df = w.requests
+    t = float(rng.uniform(0.0, df["arrival_s"].max() + 5.0))
+    late = df.iloc[[0]].copy()
+    late["request_id"], late["arrival_s"] = int(df["request_id"].max()) + 1, t
+    late["input_tokens"], late["output_tokens"] = int(rng.integers(1, 4000)), int(rng.integers(0, 300))
+    if "prefix_blocks" in df:
+        late["prefix_blocks"] = [tuple(range(NEW_BLOCK, NEW_BLOCK + -(-int(late["input_tokens"].iloc[0]) // 16)))]
+    a, sa = _run(spec, df)
+    b, sb = _run(spec, pd.concat([df, late], ignore_index=True).sort_values("arrival_s", kind="stable"))
+    b = b.set_index("request_id").loc[a["request_id"]].reset_index()
+    # the steps that ran before t: those that ended before it, and (but for `waiting`, counted when a step ends)
+    # single steps begun before it; a decode stretch begun before t may be cut by the new request
+    for ended in (True, False):
+        ea, eb = (_steps_before(s, t, ended) for s in (sa, sb))
+        assert ea.equals(eb), f"causal: the steps before a request at {t!r} s arrived differ:\n" + \
+            str(ea.compare(eb) if ea.shape == eb.shape else (ea.shape, eb.shape))
+    # every event before t is the same, bit for bit (the run's course up to t cannot know of the request)
+    for c in TIME_COLUMNS:
+        x, y = a[c].to_numpy(), b[c].to_numpy()
+        bad = np.flatnonzero((x < t) & (x != y))
+        assert not len(bad), f"causal: {c} of request {bad[0]}, before a request at {t!r} s arrived, " \
+                             f"differs: {x[bad[0]]!r} vs {y[bad[0]]!r}"
+    done = a["finish_s"].to_numpy() < t
+    for c in INT_COLUMNS:
+        bad = np.flatnonzero(done & (a[c].to_numpy() != b[c].to_numpy()))
+        assert not len(bad), f"causal: {c} of request {bad[0]}, done before a request at {t!r} s arrived, differs"
+
+
+RELATIONS = {"shift": check_shift, "causal": check_causal}
