@@ -16,6 +16,7 @@ from .batch import StepBatch, micro_batch
 from .calibration.moe_shapes import shape_key
 from .comm import ep_replicated, padded_tokens, placed, step_calls
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
+from .graphs import capture_sizes
 from .layer_shapes import hybrid_mean
 from .knobs import moe_ep_imbalance, moe_routing
 from .network import spanning_time_s
@@ -281,7 +282,8 @@ def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework, load_share
     """Terms of one micro-batch through the busiest pipeline stage."""
     # a CUDA-graph step runs at its captured size: every term but attention and the LM head (applied to
     # the sampled rows outside the graph) pays for the padding
-    tokens = graph_tokens(batch.tokens, np.asarray(batch.prefill_seqs) == 0, fw)
+    sizes = capture_sizes(fw, layout, hw.hbm_bytes)
+    tokens = graph_tokens(batch.tokens, np.asarray(batch.prefill_seqs) == 0, fw, sizes)
     if load_share != 1.0 and dispatches_experts(layout) and spec.num_moe_layers:
         terms = token_terms(spec, layout, hw, tokens, prof, fw, routed=False)
         terms["gemm"] = terms["gemm"] + routed_experts_s(spec, layout, hw, tokens * load_share, prof, fw)

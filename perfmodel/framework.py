@@ -10,6 +10,8 @@ import re
 
 import numpy as np
 
+from . import graphs
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Framework:
@@ -49,10 +51,17 @@ class Framework:
     kv_fraction_of_free: bool = False
     # CUDA-graph capture sizes: a step of T tokens runs the graph of the smallest captured size >= T,
     # costed as that many tokens for everything but attention; above the largest it runs eagerly at T.
-    # `cuda_graph_decode_only`: graphs only for decode-only steps (SGLang); else every step (vLLM V1's
-    # piecewise graphs pad any step). () = none captured (TRT-LLM's default enable_padding=False)
+    # `cuda_graph_decode_only`: graphs only for decode-only steps (SGLang, TRT-LLM); else every step (vLLM V1's
+    # piecewise graphs pad any step). `graph_rule` (perfmodel.graphs): the framework's own rule for the sizes
+    # by version, GPU memory and TP ("": cuda_graph_sizes as they are); `cuda_graph_max_bs` the deployment's
+    # largest size (SGLang --cuda-graph-max-bs, TRT-LLM cuda_graph_config max_batch_size, vLLM
+    # max_cudagraph_capture_size; None: the framework's), `cuda_graph_padding` whether steps are padded at all
+    # (off: SGLang --disable-cuda-graph-padding, TRT-LLM's default enable_padding false)
     cuda_graph_sizes: tuple = ()
     cuda_graph_decode_only: bool = False
+    graph_rule: str = ""
+    cuda_graph_max_bs: int | None = None
+    cuda_graph_padding: bool = True
     # which engine's kernels these are: picks the engine's fused-MoE table in a calibrated profile
     # (profile `moe` section, keyed by framework; unknown names use its fallback)
     name: str = "vllm"
@@ -153,9 +162,6 @@ DEFAULT_FRAMEWORK = Framework(cuda_graph_sizes=VLLM_CUDA_GRAPH_SIZES, step_overh
                               tokenize_max_batch=32)
 
 GiB = 2**30
-# SGLang 0.5.1: decode batches up to cuda_graph_max_bs (160 on H100 at tp < 4, server_args.py), sizes
-# [1, 2, 4, 8, 12] + every 8 to 160 (cuda_graph_runner.get_batch_sizes_to_capture)
-SGLANG_CUDA_GRAPH_SIZES = (1, 2, 4, 8, 12) + tuple(range(16, 161, 8))
 # The serving frameworks' memory rules and loops (docs/frameworks.md cites each value):
 #  vllm    gpu_memory_utilization 0.9 of the GPU's memory for weights + activations + KV (config/cache.py)
 #  sglang  mem_fraction_static = (total - (9.5 + tp/2) GiB) / total for weights + KV, activations
@@ -164,11 +170,12 @@ SGLANG_CUDA_GRAPH_SIZES = (1, 2, 4, 8, 12) + tuple(range(16, 161, 8))
 FRAMEWORKS = {
     "vllm": DEFAULT_FRAMEWORK,
     "sglang": Framework(name="sglang", gpu_memory_utilization=1.0, reserve_bytes=9.5 * GiB, reserve_per_tp_bytes=0.5 * GiB,
-                        cuda_graph_sizes=SGLANG_CUDA_GRAPH_SIZES, cuda_graph_decode_only=True, schedule_ahead=True,
+                        graph_rule=graphs.SGLANG_OLD, cuda_graph_decode_only=True, schedule_ahead=True,
                         step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"]),
     "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True, schedule_ahead=True,
                         step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"],
-                        own_fp8_gemm_table=True),
+                        own_fp8_gemm_table=True, graph_rule=graphs.TRTLLM, cuda_graph_decode_only=True,
+                        cuda_graph_padding=False),
 }
 
 
@@ -191,16 +198,17 @@ def _version(text: str) -> tuple:
 
 def for_hardware(fw: Framework, hw) -> Framework:
     """`fw` as it runs on `hw`: no CUDA-graph padding where the device has no CUDA graphs (a CPU)."""
-    if fw.cuda_graph_sizes and not getattr(hw, "cuda_graphs", True):
-        return dataclasses.replace(fw, cuda_graph_sizes=())
+    if fw.cuda_graph_padding and not getattr(hw, "cuda_graphs", True):
+        return dataclasses.replace(fw, cuda_graph_sizes=(), cuda_graph_padding=False)
     return fw
 
 
-def graph_tokens(tokens, decode_only, fw: Framework):
+def graph_tokens(tokens, decode_only, fw: Framework, sizes: tuple | None = None):
     """Tokens a step is costed at (all terms but attention): padded up to the next CUDA-graph capture
-    size of `fw` when it is captured (<= the largest size; decode-only steps only if the framework
-    graphs only those), else as is. Arrays or ints; `decode_only` a bool or bool array."""
-    sizes = fw.cuda_graph_sizes
+    size (`sizes`, an instance's perfmodel.graphs.capture_sizes; None: fw.cuda_graph_sizes) when it is
+    captured (<= the largest size; decode-only steps only if the framework graphs only those), else as is.
+    Arrays or ints; `decode_only` a bool or bool array."""
+    sizes = fw.cuda_graph_sizes if sizes is None else sizes
     if not sizes:
         return tokens
     arr = np.asarray(tokens)
@@ -229,13 +237,9 @@ def reserve_bytes_of(fw: Framework, tp: int, pp: int, hbm_bytes: float) -> float
     """Bytes per GPU the framework holds back from weights + KV (memory.plan)."""
     if fw.reserve_rule != SGLANG_RESERVE_RULE:
         return fw.reserve_bytes + fw.reserve_per_tp_bytes * tp
-    gib = hbm_bytes / 2**30
-    small = tp < 4
-    chunk, graph_bs = ((2048, 8) if gib < 20 else (2048, 24 if small else 80) if gib < 35
-                       else (4096, 32 if small else 160) if gib < 60 else (8192, 256 if small else 512) if gib < 160
-                       else (16384, 512))
-    mib = 512 + 1.5 * max(fw.chunk_tokens or chunk, 2048) + 2 * graph_bs + tp * pp / 8 * 1024
-    if gib > 60:
+    chunk, graph_bs = graphs.sglang_defaults(hbm_bytes, tp)
+    mib = 512 + 1.5 * max(fw.chunk_tokens or chunk, 2048) + 2 * (fw.cuda_graph_max_bs or graph_bs) + tp * pp / 8 * 1024
+    if hbm_bytes / GiB > 60:
         mib = max(mib, 10 * 1024)
     return mib * 2**20
 
@@ -250,7 +254,7 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
     if version and name == "vllm" and _version(version)[:2] >= VLLM_ASYNC_DEFAULT_FROM:
         fw = dataclasses.replace(fw, step_overhead_s=0.0, schedule_ahead=True)
     elif version and name == "sglang" and _version(version)[:3] >= SGLANG_RESERVE_RULE_FROM:
-        fw = dataclasses.replace(fw, reserve_rule=SGLANG_RESERVE_RULE)
+        fw = dataclasses.replace(fw, reserve_rule=SGLANG_RESERVE_RULE, graph_rule=graphs.SGLANG)  # (both from 0.5.3)
     elif version:
         _version(version)  # checked: a version says which defaults apply
     return fw
@@ -279,10 +283,18 @@ MOE_KERNELS = ("", "marlin")  # Framework.moe_kernel: the default family, or vLL
 
 
 def with_deployment(fw: Framework, moe_kernel: str | None = None, moe_a2a_call_us: float | None = None,
-                    pd_handoff_ms: float | None = None, seq_overhead_us: float | None = None) -> Framework:
+                    pd_handoff_ms: float | None = None, seq_overhead_us: float | None = None,
+                    cuda_graph_max_bs: int | None = None, cuda_graph_padding: bool | None = None) -> Framework:
     """`fw` with a deployment's settings that are not the framework's defaults (--moe-kernel,
-    --moe-a2a-call-us, --pd-handoff-ms, --seq-overhead-us; None keeps fw's): one line naming a bad value."""
+    --moe-a2a-call-us, --pd-handoff-ms, --seq-overhead-us, --cuda-graph-max-bs, --cuda-graph-padding; None keeps
+    fw's): one line naming a bad value."""
     changes = {}
+    if cuda_graph_max_bs is not None:
+        if isinstance(cuda_graph_max_bs, bool) or not isinstance(cuda_graph_max_bs, int) or cuda_graph_max_bs < 1:
+            raise ValueError(f"cuda_graph_max_bs={cuda_graph_max_bs!r} must be an integer >= 1")
+        changes["cuda_graph_max_bs"] = cuda_graph_max_bs
+    if cuda_graph_padding is not None:
+        changes["cuda_graph_padding"] = bool(cuda_graph_padding)
     if moe_kernel is not None:
         if moe_kernel not in MOE_KERNELS:
             raise ValueError(f"moe_kernel={moe_kernel!r}: one of {', '.join(repr(k) for k in MOE_KERNELS)}")

@@ -19,6 +19,7 @@ from .batch import DecodeAffine, StepBatch, make_batch
 from .cost import (attention_s, dispatches_experts, routed_experts_s, scalar_prefill_attention, seq_terms, step_cost,
                    token_terms)
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
+from .graphs import capture_sizes
 
 
 class StepTable:
@@ -29,7 +30,7 @@ class StepTable:
         self.spec, self.layout, self.hw, self.prof, self.fw = spec, layout, hw, prof, fw
         self.pp = layout.pp
         self.max_tokens, self.max_seqs = max_tokens, max_seqs
-        graphs = fw.cuda_graph_sizes
+        graphs = capture_sizes(fw, layout, hw.hbm_bytes)  # (this instance's: perfmodel.graphs)
         t = np.arange(max(max_tokens, max(graphs, default=0)) + 1, dtype=float)
         s = np.arange(max_seqs + 1, dtype=float)
         # attention-DP ranks dispatching to EP: the routed experts apart, costed at the EP group's mean load
@@ -38,7 +39,7 @@ class StepTable:
         self._tok = sum(token_terms(spec, layout, hw, t, prof, fw, routed=not self.dispatch).values()).tolist()
         self._routed: dict = {}  # routed-expert seconds by mean padded tokens per rank
         # tokens a step is costed at (CUDA-graph padding, perfmodel.framework.graph_tokens): [mixed, decode-only]
-        self._pad = [graph_tokens(t[:max_tokens + 1].astype(int), d, fw).tolist() for d in (False, True)]
+        self._pad = [graph_tokens(t[:max_tokens + 1].astype(int), d, fw, graphs).tolist() for d in (False, True)]
         self._seq = sum(seq_terms(spec, layout, hw, s, prof, fw).values()).tolist()
         # decode attention = a[n] + b[n] * keys: the line through two points per n, both above any
         # sliding window (sliding layers read min(context, window) keys: exact for longer contexts)

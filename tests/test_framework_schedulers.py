@@ -196,18 +196,22 @@ def test_framework_version_where_a_default_changed():
 
 def test_cuda_graph_padding_costs_a_step_at_its_captured_size():
     """vLLM V1 pads every step of <= 512 tokens to the next capture size (9 -> 16, 250 -> 256), runs
-    larger ones eagerly at their size; SGLang graphs decode-only steps; TRT-LLM (padding off) none.
-    The padding is paid by every term but attention and the LM head."""
+    larger ones eagerly at their size; SGLang graphs decode-only steps (0.5.1: [1, 2, 4, 8] then every 8, so
+    9 -> 16); TRT-LLM (padding off by default) none. The padding is paid by every term but attention and the LM
+    head. (perfmodel/graphs.py; tests/test_cuda_graphs.py checks each framework's lists.)"""
     from perfmodel.batch import decode_batch, make_batch
     from perfmodel.cost import step_cost, token_terms
     from perfmodel.framework import FRAMEWORKS, graph_tokens
+    from perfmodel.graphs import capture_sizes
     from perfmodel.steptable import StepTable
 
     vllm, sgl, trt = FRAMEWORKS["vllm"], FRAMEWORKS["sglang"], FRAMEWORKS["trtllm"]
-    assert [graph_tokens(t, False, vllm) for t in (1, 3, 9, 250, 512, 513, 4096)] == [1, 4, 16, 256, 512, 513, 4096]
-    assert graph_tokens(9, False, sgl) == 9 and graph_tokens(9, True, sgl) == 12 and graph_tokens(9, True, trt) == 9
     spec, hw = load_model("llama-3.1-8b"), load_hardware("h100")
     lay = ParallelLayout(tp=1)
+    assert [graph_tokens(t, False, vllm) for t in (1, 3, 9, 250, 512, 513, 4096)] == [1, 4, 16, 256, 512, 513, 4096]
+    s_sgl, s_trt = (capture_sizes(f, lay, hw.hbm_bytes) for f in (sgl, trt))
+    assert graph_tokens(9, False, sgl, s_sgl) == 9 and graph_tokens(9, True, sgl, s_sgl) == 16
+    assert s_trt == () and graph_tokens(9, True, trt, s_trt) == 9
     pad, raw = (sum(token_terms(spec, lay, hw, float(t), None, vllm).values()) for t in (16, 9))
     with_graph = step_cost(spec, lay, hw, decode_batch(9, 1000), None, vllm).total_s
     no_graph = step_cost(spec, lay, hw, decode_batch(9, 1000), None, dataclasses.replace(vllm, cuda_graph_sizes=())).total_s

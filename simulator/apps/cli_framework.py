@@ -43,6 +43,12 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-overhead-us", type=float, help="microseconds each sequence in a step (prompt chunk or "
                    "decode) adds to the step, on top of its kernels and the step overhead "
                    "(default 0; a lead, not fitted: docs/fidelity.md, benchmarks/fit_seq_overhead.py)")
+    p.add_argument("--cuda-graph-max-bs", type=int, help="the largest CUDA-graph batch the engine captures "
+                   "(SGLang's --cuda-graph-max-bs, TRT-LLM's cuda_graph_config max_batch_size, vLLM's "
+                   "max_cudagraph_capture_size); default: the framework's for the GPU and TP (perfmodel/graphs.py)")
+    p.add_argument("--cuda-graph-padding", choices=("on", "off"), help="whether a step runs the graph of the next "
+                   "captured batch size, costed as that many tokens (TRT-LLM's cuda_graph_config enable_padding: "
+                   "default off; SGLang and vLLM: on, off as SGLang's --disable-cuda-graph-padding)")
     p.add_argument("--batch-wait-timeout-iters", type=int, help="TRT-LLM's batch waiting (its "
                    "batch_wait_timeout_iters): while requests decode, new prompts are held up to this many "
                    "iterations for more to gather; default 0 (off). Needs --batch-wait-max-tokens-ratio > 0 too, "
@@ -74,4 +80,5 @@ def framework_fields(args) -> dict:
                 async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
                 framework=args.framework, framework_version=args.framework_version, moe_kernel=args.moe_kernel,
                 moe_a2a_call_us=args.moe_a2a_call_us, pd_handoff_ms=args.pd_handoff_ms,
-                seq_overhead_us=args.seq_overhead_us, hbm_gb=args.hbm_gb)
+                seq_overhead_us=args.seq_overhead_us, hbm_gb=args.hbm_gb, cuda_graph_max_bs=args.cuda_graph_max_bs,
+                cuda_graph_padding=None if args.cuda_graph_padding is None else args.cuda_graph_padding == "on")

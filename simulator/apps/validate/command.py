@@ -40,9 +40,10 @@ SPEC_FLAGS = {
     "framework_version": "--framework-version", "moe_kernel": "--moe-kernel", "moe_a2a_call_us": "--moe-a2a-call-us",
     "pd_handoff_ms": "--pd-handoff-ms", "seq_overhead_us": "--seq-overhead-us", "hbm_gb": "--hbm-gb",
     "ssm_dtype": "--mamba-ssm-dtype", "fp8_scales": "--fp8-scales",
-    "mtp": "--mtp", "mtp_acceptance": "--mtp-acceptance",
+    "mtp": "--mtp", "mtp_acceptance": "--mtp-acceptance", "cuda_graph_max_bs": "--cuda-graph-max-bs",
 }
-HANDLED = set(SPEC_FLAGS) | {"policy", "policy_args", "engine", "async_scheduling"}
+SWITCHES = {"async_scheduling": "--async-scheduling", "cuda_graph_padding": "--cuda-graph-padding"}  # on / off
+HANDLED = set(SPEC_FLAGS) | set(SWITCHES) | {"policy", "policy_args", "engine"}
 
 
 def _text(v) -> str:
@@ -60,8 +61,9 @@ def command(rs: RunSpec, trace: str) -> list[str]:
         if field in SPEC_FLAGS and v is not None and (v != getattr(plain, field) or field in ("model", "hardware",
                                                                                               "gpus")):
             argv += [SPEC_FLAGS[field], _text(v)]
-    if rs.async_scheduling is not None:
-        argv += ["--async-scheduling", "on" if rs.async_scheduling else "off"]
+    for field, flag in SWITCHES.items():
+        if getattr(rs, field) is not None:
+            argv += [flag, "on" if getattr(rs, field) else "off"]
     for k, v in rs.policy_args:
         argv += ["--policy-arg", f"{k}={v}"]
     return argv + _engine_flags(rs.engine, framework_engine(rs.framework))

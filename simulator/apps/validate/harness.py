@@ -89,6 +89,8 @@ class Harness:
     ssm_dtype: str | None = None  # hybrid linear attention's state dtype where the deployment set one
     fp8_scales: str | None = None  # the served checkpoint's fp8 activation scales where known (RunSpec.fp8_scales)
     mtp: int = 0  # speculative draft tokens a step of an aggregated engine (RunSpec.mtp)
+    cuda_graph_max_bs: int | None = None  # the deployment's CUDA-graph settings (RunSpec), None: the framework's
+    cuda_graph_padding: bool | None = None
     unknown: str = ""  # what of the row's setup is not recorded (replayed under the framework's defaults), or ""
 
 
@@ -242,6 +244,8 @@ def _harness(case: Case, framework: str | None = None) -> Harness:
     adp = value(launch.adp_balance, case)
     if adp is not None:  # TRT-LLM's attention-DP balance, as the script set it
         eng = dataclasses.replace(eng, adp_balance=True, adp_timeout_iters=adp[0], adp_batching_wait_iters=adp[1])
+    graph = launch.cuda_graph or (None, None)
     return Harness(src, eng, launch.kv_dtype, 10, 0.8, async_scheduling=bool(launch.async_scheduling),
                    moe_kernel=launch.moe_kernel, memory_fraction=launch.memory_fraction, ssm_dtype=launch.ssm_dtype,
-                   mtp=value(launch.mtp, case), fp8_scales=launch.fp8_scales, unknown=launch.note)
+                   mtp=value(launch.mtp, case), fp8_scales=launch.fp8_scales, cuda_graph_max_bs=value(graph[0], case),
+                   cuda_graph_padding=graph[1], unknown=launch.note)

@@ -89,6 +89,10 @@ def run_spec(case: Case, h: Harness, **fields) -> RunSpec:
         fields.setdefault("mtp", h.mtp)
     if h.fp8_scales:
         fields.setdefault("fp8_scales", h.fp8_scales)
+    if h.cuda_graph_max_bs is not None:
+        fields.setdefault("cuda_graph_max_bs", h.cuda_graph_max_bs)
+    if h.cuda_graph_padding is not None:
+        fields.setdefault("cuda_graph_padding", h.cuda_graph_padding)
     if h.moe_a2a_call_s is not None:
         fields.setdefault("moe_a2a_call_us", round(h.moe_a2a_call_s * 1e6, 9))
     if h.pd_handoff_s is not None:

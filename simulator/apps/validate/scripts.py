@@ -47,6 +47,10 @@ class Launch:
     batch_wait: Callable | tuple | None = None
     # TRT-LLM attention_dp_config with enable_balance: (timeout_iters, batching_wait_iters), or None: not passed (off)
     adp_balance: Callable | tuple | None = None
+    # CUDA graphs as the script captures them: (max batch or a callable of the Case, padding) — SGLang
+    # --cuda-graph-max-bs (padding on), TRT-LLM cuda_graph_config max_batch_size and enable_padding — or None:
+    # not passed, the framework's defaults (perfmodel/graphs.py)
+    cuda_graph: tuple | None = None
     skip: Callable | str = ""  # why the row cannot be replayed as launched ("" or a callable of the Case)
     note: str = ""  # what the script and the row's columns disagree on, and what the replay does
 
@@ -168,7 +172,7 @@ SCRIPTS = {
           "benchmarks/single_node/dsr1_fp8_h200.sh @ 12ba0ae07: --chunked-prefill-size 32768 --max-prefill-tokens "
           "32768 --mem-fraction-static 0.82 (:33-37, :39-48), --max-running-requests 512 at 1k/1k else 256",
           32768, lambda c: 512 if (c.isl, c.osl) == (1024, 1024) else 256, memory_fraction=0.82,
-          note="--cuda-graph-max-bs 512 / 256: SGLang's default capture sizes are replayed")
+          cuda_graph=(lambda c: 512 if (c.isl, c.osl) == (1024, 1024) else 256, True))  # (--cuda-graph-max-bs :34, :43)
        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")},
     # (the rows' measured_date is the config's merge day; version 0.5.9 = its image; tp 8 / ep 8, C = 4-64 and the
     # 1k1k, 1k8k, 8k1k shapes are its search space; rows named *_gap_analysis_* carry the same numbers)
@@ -179,8 +183,8 @@ SCRIPTS = {
         "16384 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16 --disable-radix-cache "
         "(:30-52)",
         16384, 128, kv_dtype="fp8", memory_fraction=0.8, layout=_tp_equals_ep, ssm_dtype="bfloat16",
-        note="--cuda-graph-max-bs $CONC: SGLang's capture sizes are replayed; the tp 64 rows' tp_size is their "
-             "converter's tp x ep: replayed as the script's tp 8, ep 8"),
+        cuda_graph=(_conc, True),  # (--cuda-graph-max-bs "$CONC", :43)
+        note="the tp 64 rows' tp_size is their converter's tp x ep: replayed as the script's tp 8, ep 8"),
     ("h200", "sglang", "zhipuai/GLM-5", "glm5-hopper", "2026-03-18", "2026-04-30"): Launch(
         "benchmarks/single_node/glm5_fp8_h200.sh @ ebb48d4bc (config glm5-fp8-h200-sglang, image "
         "lmsysorg/sglang:glm5-hopper, zai-org/GLM-5-FP8; unchanged in its server flags at 7215f1f88): --tp-size $TP "
@@ -193,18 +197,19 @@ SCRIPTS = {
         "dtype fp8 (:25-46), at 1k/1k below TP 8 batch_wait_max_tokens_ratio 0.9 and batch_wait_timeout_iters 20 "
         "(:24-28); no --max_batch_size, no free_gpu_memory_fraction", 16384, kv_dtype="fp8",
         fp8_scales=MODELOPT_FP8, batch_wait=_llama70b_trt_wait,
+        cuda_graph=(1024, True),  # (cuda_graph_config enable_padding true, max_batch_size 1024: :29-31, :39-41)
         note="the workflow (70b-tmpl.yml:76-92 @ 1e97a5e51) served nvidia/Llama-3.3-70B-Instruct-FP8 on TRT-LLM "
              "1.1.0rc2.post2; the row names meta-llama/Llama-3.1-70B (fp8), the converter's label for it: same shapes "
-             "and format, replayed as is; cuda_graph_config enable_padding: TRT-LLM's unpadded default is replayed"),
+             "and format, replayed as is"),
     **{("h200", "trtllm", model, "", "2025-11-02", "2025-11-02"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh @ 9596d23d7 (DeepSeek-R1-0528, TRT-LLM 1.1.0rc2.post2): EP_SIZE=$TP "
         "(:24), attention DP at 8k/1k above C=32 (:28-39) with attention_dp_config enable_balance, timeout_iters 60, "
         "batching_wait_iters 0 (:63-70), kv_cache_config dtype fp8 free_gpu_memory_fraction 0.75 "
         "(:48-61), MAX_NUM_TOKENS=(CONC+ISL+64+63)/64*64 (:74), no --max_batch_size (:77-85)",
         lambda c: _ceil64(_conc(c) + c.isl + 64), kv_dtype="fp8", memory_fraction=0.75, layout=_dsr1_trt_h200,
-        adp_balance=_dsr1_trt_balance,
+        adp_balance=_dsr1_trt_balance, cuda_graph=(128, True),  # (cuda_graph_config, :49-51)
         note="the row's ep 1 and attention DP 1 are the result converter's defaults (process_result.py records tp "
-             "only): replayed as the script ran; cuda_graph_config enable_padding: TRT-LLM's unpadded default")
+             "only): replayed as the script ran")
        for model in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3")},
     ("h200", "trtllm", "deepseek-ai/DeepSeek-V3", "1.1.0rc2.post2", "2025-12-15", "2025-12-15"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh @ d22bf9ca9 (config dsr1-fp8-h200-trt, nvidia-master.yaml:148-173 @ "
@@ -212,7 +217,7 @@ SCRIPTS = {
         "dtype fp8 free_gpu_memory_fraction 0.75 (:31-44), MAX_NUM_TOKENS=(CONC+ISL+64+63)/64*64 (:57), no "
         "--max_batch_size (:60-68)",
         lambda c: _ceil64(_conc(c) + c.isl + 64), kv_dtype="fp8", memory_fraction=0.75, layout=_dsr1_trt_h200,
-        adp_balance=_dsr1_trt_balance,
+        adp_balance=_dsr1_trt_balance, cuda_graph=(128, True),  # (cuda_graph_config, :32-34)
         note="the row's tp_size 64 (attention DP 64) is its converter's tp x ep: replayed on the config's 8 GPUs"),
     ("h200", "trtllm", "deepseek-ai/DeepSeek-R1", "1.1.0rc2.post2", "2026-01-14", "2026-01-28"): Launch(
         "benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh @ bf3456727 (config dsr1-fp8-h200-trt-mtp: the rows' concurrency "
@@ -221,6 +226,7 @@ SCRIPTS = {
         memory_fraction=0.75, mtp=lambda c: 1 if _mtp_dp(c) else 3,
         layout=lambda c: "dp=8,tp=1,ep=8" if _mtp_dp(c) else "tp=8,ep=8",
         adp_balance=lambda c: (60, 0) if _mtp_dp(c) else None,  # attention_dp_config as the plain script's (:60-67)
+        cuda_graph=(128, True),  # (cuda_graph_config enable_padding true, max_batch_size 128: :43-45)
         skip=lambda c: "" if c.date < "2026-01-28" or "dp=" in c.layout else (
             "the MTP config and the plain one (dsr1_fp8_h200_trt{,_mtp}.sh @ b30c3398a) both ran this concurrency; "
             "the row does not say which"),
@@ -233,15 +239,15 @@ SCRIPTS = {
         "benchmarks/gptoss_fp4_h200_trt_slurm.sh @ 9596d23d7 (image release:gpt-oss-dev): kv_cache_config dtype auto "
         "free_gpu_memory_fraction 0.85 (:29-43), --max_batch_size $CONC --max_num_tokens 20000 --ep_size=$TP (:47)",
         20000, _conc, memory_fraction=0.85, layout=_ep_over_tp,
-        note="the row's ep 1 is the result converter's default: replayed with EP = TP as the script ran; "
-             "cuda_graph_config enable_padding: TRT-LLM's unpadded default is replayed"),
+        cuda_graph=(_conc, True),  # (cuda_graph_config enable_padding true, max_batch_size $CONC: :30-32)
+        note="the row's ep 1 is the result converter's default: replayed with EP = TP as the script ran"),
     ("h200", "trtllm", "openai/gpt-oss-120b", "gpt-oss-dev", "2025-12-15", "2026-01-28"): Launch(
         "benchmarks/gptoss_fp4_h200_trt_slurm.sh @ d22bf9ca9 (gptoss_fp4_h200_trt.sh @ e28c038f8 on 01-28, the same "
         "engine flags): kv_cache_config dtype auto free_gpu_memory_fraction 0.85 (:27-41), --max_batch_size $CONC "
         "--max_num_tokens 20000 (:43-56); config gptoss-fp4-h200-trt: tp = ep in 1, 2, 4, 8",
         20000, _conc, memory_fraction=0.85, layout=_tp_equals_ep,
-        note="the 12-15 rows' tp_size is their converter's tp x ep: replayed at tp = ep; cuda_graph_config "
-             "enable_padding: TRT-LLM's unpadded default is replayed"),
+        cuda_graph=(_conc, True),  # (cuda_graph_config enable_padding true, max_batch_size $CONC: :28-30)
+        note="the 12-15 rows' tp_size is their converter's tp x ep: replayed at tp = ep"),
 }
 
 
