@@ -23,8 +23,10 @@ says which rule; Framework.cuda_graph_max_bs and cuda_graph_padding are the depl
                 some later ones add every 64 above 128 instead of the powers of two.
 
 `--cuda-graph-padding off` runs graphs at their exact sizes only (SGLang's --disable-cuda-graph-padding, TRT-LLM's
-default): no step is padded. Not modelled: SGLang's smaller list under speculative decoding, and its capture of
-max-running-requests where that is below the list's top.
+default): no step is padded. Not modelled: SGLang's smaller list under speculative decoding, its capture of
+max-running-requests where that is below the list's top, and the unit under speculative decoding: a verify pass
+of n requests x (1 + d) rows is padded as n (1 + d) rows here (perfmodel.specdec.per_token_affine), where the
+frameworks pad n to a captured batch and run that many x (1 + d) rows (a few rows' weight-bound work).
 """
 from __future__ import annotations
 
