@@ -146,16 +146,22 @@ def decode_stretch_s(c0: float, c1: float, k0: float, n: int, steps: int) -> flo
     return steps * c0 + c1 * (steps * k0 + n * steps * (steps - 1) / 2.0)
 
 
-def steps_within(c0: float, c1: float, k0: float, n: int, budget_s: float) -> int:
-    """Largest number of whole decode steps whose total time is <= budget_s (0 if none)."""
+def steps_guess(c0: float, c1: float, k0: float, n: int, budget_s: float) -> int:
+    """Whole decode steps within budget_s by the quadratic, right up to rounding (callers check it exactly)."""
     if budget_s <= 0:
         return 0
     # solve (c1 n / 2) k^2 + (c0 + c1 k0 - c1 n / 2) k - budget = 0 for k
     qa, qb = c1 * n / 2.0, c0 + c1 * k0 - c1 * n / 2.0
     if qa <= 0:
-        k = int(budget_s / qb) if qb > 0 else 0
-    else:
-        k = int((-qb + math.sqrt(qb * qb + 4 * qa * budget_s)) / (2 * qa))
+        return int(budget_s / qb) if qb > 0 else 0
+    return int((-qb + math.sqrt(qb * qb + 4 * qa * budget_s)) / (2 * qa))
+
+
+def steps_within(c0: float, c1: float, k0: float, n: int, budget_s: float) -> int:
+    """Largest number of whole decode steps whose total time is <= budget_s (0 if none)."""
+    if budget_s <= 0:
+        return 0
+    k = steps_guess(c0, c1, k0, n, budget_s)
     while k > 0 and decode_stretch_s(c0, c1, k0, n, k) > budget_s:
         k -= 1
     while decode_stretch_s(c0, c1, k0, n, k + 1) <= budget_s:

@@ -54,3 +54,26 @@ def test_second_cut_at_one_instant_and_a_later_one_change_nothing():
 def test_cut_in_the_last_step_keeps_the_planned_end():
     end, woke = _run([(9.5, True)])
     assert (end.steps, woke) == (10, 10.0)
+
+
+def test_steps_until_is_the_scan_of_the_boundaries_in_absolute_time():
+    """steps_until (the quadratic's guess, then the boundaries compared as simpy computes them) gives what a scan
+    of start + decode_stretch_s(j) gives: the first boundary after `now` (or at it, for an arrival), and that
+    boundary itself, bit for bit; also where `now` sits exactly on a boundary far from 0 s."""
+    import random
+
+    from perfmodel.steptable import decode_stretch_s
+    from simulator.engine.stretch import steps_until
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        start = rng.choice([0.0, 1e-3, 12.3456789, 86_400.123])
+        c0, c1 = rng.uniform(1e-3, 0.05), rng.choice([0.0, rng.uniform(1e-9, 1e-7)])
+        k0, n = rng.randint(0, 10**6), rng.randint(1, 512)
+        ends = [start + decode_stretch_s(c0, c1, k0, n, j) for j in range(400)]
+        now = rng.choice([rng.uniform(start, ends[-2]), ends[rng.randint(1, 390)]])  # inside, or on a boundary
+        for at_boundary in (True, False):
+            j = max(i for i, e in enumerate(ends) if e <= now)
+            if not (j >= 1 and ends[j] == now and at_boundary):
+                j += 1
+            assert steps_until(now, start, c0, c1, k0, n, at_boundary) == (j, ends[j])

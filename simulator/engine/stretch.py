@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from perfmodel.steptable import decode_stretch_s, steps_within
+from perfmodel.steptable import decode_stretch_s, steps_guess
 
 
 def delay_toward(now: float, t: float) -> float:
@@ -52,17 +52,25 @@ class Stretch:
         return decode_stretch_s(self.c0, self.c1, self.k0, self.n, self.steps if steps is None else steps)
 
 
-def steps_until(now: float, start: float, c0, c1, k0, n, at_boundary: bool) -> int:
-    """Steps of the stretch (start, c0, c1, k0, n) that end before the step in progress at `now`;
-    a step ending exactly now ends the stretch when the interrupting request is seen at a boundary
-    (an arrival), else the step after it still runs (a closed-loop issue at that instant)."""
-    j = steps_within(c0, c1, k0, n, now - start)
-    while j > 0 and start + decode_stretch_s(c0, c1, k0, n, j) > now:
+def steps_until(now: float, start: float, c0, c1, k0, n, at_boundary: bool) -> tuple:
+    """(steps, their end) of the stretch (start, c0, c1, k0, n) that end before the step in progress at `now`,
+    that step included: start + decode_stretch_s(steps) is the cut's boundary. A step ending exactly now ends
+    the stretch when the interrupting request is seen at a boundary (an arrival), else the step after it still
+    runs (a closed-loop issue at that instant). The quadratic (steptable.steps_guess) guesses; the boundaries
+    are then compared in absolute time, as simpy computes them, so the answer is the exact one whatever the guess
+    (start + decode_stretch_s grows with the steps: each adds c0 + c1 x keys, far above an ulp)."""
+    j = steps_guess(c0, c1, k0, n, now - start)
+    end = start + decode_stretch_s(c0, c1, k0, n, j)
+    while j > 0 and end > now:
         j -= 1
-    while start + decode_stretch_s(c0, c1, k0, n, j + 1) <= now:
-        j += 1
-    on_boundary = j >= 1 and start + decode_stretch_s(c0, c1, k0, n, j) == now
-    return j if on_boundary and at_boundary else j + 1
+        end = start + decode_stretch_s(c0, c1, k0, n, j)
+    after = start + decode_stretch_s(c0, c1, k0, n, j + 1)
+    while after <= now:
+        j, end = j + 1, after
+        after = start + decode_stretch_s(c0, c1, k0, n, j + 1)
+    if j >= 1 and end == now and at_boundary:  # (a step ends exactly now)
+        return j, end
+    return j + 1, after
 
 
 class StretchEnd(NamedTuple):
@@ -92,8 +100,8 @@ def cut_stretch(env, proc, st: Stretch, at_boundary: bool) -> None:
         return
     st.live = False
     now = env.now
-    cut = steps_until(now, st.start_s, st.c0, st.c1, st.k0, st.n, at_boundary)
+    cut, end = steps_until(now, st.start_s, st.c0, st.c1, st.k0, st.n, at_boundary)
     if cut < st.steps:
-        st.ran, st.end_s = cut, st.start_s + st.duration_s(cut)
+        st.ran, st.end_s = cut, end
         sooner, sleeping = env.timeout(delay_toward(now, st.end_s)), proc.target
         sooner.callbacks, sleeping.callbacks = sleeping.callbacks, []  # (the process's resume moves over)
