@@ -11,7 +11,7 @@ early (tests/test_sglang_chunked_prefill.py); after the fix 19 + 20 + 10 mixes x
   shift   the trace moved later in time gives the same latencies (nothing reads the absolute clock);
   causal  a request appended to arrive at t changes nothing that happened before t (no look-ahead: the front
           end and the stretches know future arrival times and must not act on them).
-2026-12-02: both clean over the 27 mixes x 25 seeds (found nothing).
+2026-12-02: both clean over 27 mixes x 25 seeds (found nothing); the two CUDA-graph mixes added after, 10 seeds.
 
     python benchmarks/differential_fuzz.py [--seeds 10] [--first-seed 0] [--max-prompt 9000] [--big] [--match TEXT]
         [--relation fast|shift|causal]
@@ -66,6 +66,8 @@ MIXES = [
     ("dp", {"framework_version": "0.18.0", "max_concurrency": 3}, {"max_num_batched_tokens": 700}, False),
     ("tp", {"framework": "sglang", "framework_version": "0.5.9"}, {"max_num_batched_tokens": 512}, False),
     ("tp", {"framework": "sglang"}, {"priority_scheduling": True, "max_num_batched_tokens": 768}, False),
+    ("tp", {"framework": "trtllm", "mtp": 1, "cuda_graph_padding": True, "cuda_graph_max_bs": 16}, {}, False),
+    ("dp", {"framework": "sglang", "framework_version": "0.5.9", "cuda_graph_max_bs": 8}, {}, True),
 ]
 BIG = [  # the served models of the measured files, on 8 x H200 (slower: --big)
     ("layout", {"framework": "sglang", "model": "deepseek-r1", "layout": "tp=8,ep=8"}, {}, False),
