@@ -5,8 +5,11 @@ many tokens for everything but attention (perfmodel.framework.graph_tokens); a s
 eagerly, as is. `capture_sizes(fw, layout, hbm_bytes)` gives the sizes of one instance (Framework.graph_rule
 says which rule; Framework.cuda_graph_max_bs and cuda_graph_padding are the deployment's flags):
 
-  vllm          the sizes of vllm/config/vllm.py _set_cudagraph_sizes (Framework.cuda_graph_sizes, every step:
-                piecewise graphs), up to --max-cudagraph-capture-size (`cuda_graph_max_bs`);
+  vllm          vllm/config/vllm.py _set_cudagraph_sizes, every step (piecewise graphs): [1, 2, 4] + every 8
+                below min(M + 1, 256) + every 16 from 256 to M, M = min(max_cudagraph_capture_size or min(2 x
+                max_num_seqs, 512), max_num_batched_tokens) (vllm_capture_max; :847-875 @ 0.11.2, :1034-1075 @
+                0.12.0, :1333-1385 @ 0.18.0; docs/frameworks.md): `cuda_graph_max_bs` holds M (simulator.run
+                sets it from the engine's limits), default 512;
   sglang-0.5.1  SGLang 0.5.1-0.5.2, decode steps only: [1, 2, 4, 8] + every 8 to 160, and every 8 from 160 to
                 256 on GPUs over 90 GiB (model_executor/cuda_graph_runner.py get_batch_sizes_to_capture,
                 :165-215 @ 0.5.1.post1, the same @ 0.5.2); `cuda_graph_max_bs` (--cuda-graph-max-bs) cuts it
@@ -34,6 +37,20 @@ GiB = 2**30
 VLLM, SGLANG_OLD, SGLANG, TRTLLM = "vllm", "sglang-0.5.1", "sglang-0.5.3", "trtllm"
 GRAPH_RULES = ("", VLLM, SGLANG_OLD, SGLANG, TRTLLM)  # "": Framework.cuda_graph_sizes as they are
 TRTLLM_DEFAULT_MAX_BS = 128  # CudaGraphConfig: `max_batch_size = self.max_batch_size or 128`
+
+
+VLLM_DEFAULT_M = 512  # min(2 x 1024 seqs, 512): vLLM's default seats on H100 / H200 (vllm_default_limits)
+
+
+def vllm_sizes(m: int) -> tuple:
+    """vLLM's capture sizes up to M (_set_cudagraph_sizes)."""
+    bs = [1, 2, 4] + list(range(8, min(m + 1, 256), 8)) + list(range(256, m + 1, 16))
+    return tuple(b for b in bs if b <= m)
+
+
+def vllm_capture_max(capture_size: int | None, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """vLLM's M: max_cudagraph_capture_size where given, else min(2 x max_num_seqs, 512), at most the step's tokens."""
+    return min(capture_size or min(2 * max_num_seqs, VLLM_DEFAULT_M), max_num_batched_tokens)
 
 
 def sglang_defaults(hbm_bytes: float, tp: int) -> tuple:
@@ -90,5 +107,7 @@ def capture_sizes(fw, layout, hbm_bytes: float) -> tuple:
         return sglang_old_sizes(hbm_bytes, max_bs)
     if rule == TRTLLM:
         return trtllm_sizes(max_bs or TRTLLM_DEFAULT_MAX_BS)
+    if rule == VLLM:
+        return vllm_sizes(max_bs or VLLM_DEFAULT_M)
     sizes = fw.cuda_graph_sizes
     return tuple(s for s in sizes if s <= max_bs) if max_bs else sizes

@@ -97,3 +97,35 @@ def test_simulate_flags_set_the_graphs_and_bad_ones_are_one_line(capsys):
     rc = main([*base, "--cuda-graph-max-bs", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and "cuda_graph_max_bs=0" in err and err.count("\n") == 1, err
+
+
+def test_vllm_captures_to_m_from_its_limits():
+    """vLLM's _set_cudagraph_sizes: M = min(max_cudagraph_capture_size or min(2 x max_num_seqs, 512),
+    max_num_batched_tokens); [1, 2, 4] + every 8 below min(M + 1, 256) + every 16 from 256 to M."""
+    from perfmodel.framework import VLLM_CUDA_GRAPH_SIZES
+    from perfmodel.graphs import vllm_capture_max, vllm_sizes
+
+    assert vllm_sizes(512) == VLLM_CUDA_GRAPH_SIZES and sizes("vllm") == VLLM_CUDA_GRAPH_SIZES
+    assert vllm_capture_max(None, 1024, 8192) == 512 and vllm_capture_max(None, 4, 8192) == 8
+    assert vllm_capture_max(2048, 4, 8192) == 2048 and vllm_capture_max(2048, 4, 1024) == 1024
+    assert vllm_sizes(8) == (1, 2, 4, 8) and vllm_sizes(2048)[-3:] == (2016, 2032, 2048)
+    assert sizes("vllm", cuda_graph_max_bs=64)[-2:] == (56, 64)
+
+
+def test_a_vllm_engine_with_few_seats_pads_no_step_past_twice_its_seats():
+    """--max-num-seqs 4: M = 8, so a mixed step of 40 tokens runs as is (it ran the 40 graph before: 512 list),
+    and --cuda-graph-max-bs 2048 pads it again; both through the simulator's own limits."""
+    from simulator.cluster.simulate import SimConfig, simulate
+    from simulator.engine.config import EngineConfig
+    from simulator.workload import make_workload
+    import numpy as np
+
+    w = make_workload({"arrival_s": np.zeros(3), "input_tokens": [13, 13, 13], "output_tokens": [3, 3, 3]})
+    spec = load_model("llama-3.1-8b")
+
+    def total(fw):
+        res = simulate(w, spec, H100, SimConfig(policy="tp", gpus=1, engine=EngineConfig(max_num_seqs=4),
+                                                framework=fw), None)
+        return float(res.steps.frame()["duration_s"].sum())
+    base = framework_preset("vllm")
+    assert total(base) < total(with_deployment(base, cuda_graph_max_bs=2048))  # 39 tokens -> the 40 graph

@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 import simpy
 
+from perfmodel import graphs
 from perfmodel.deploy import SINGLE_NODE_STRATEGIES as SINGLE_NODE_POLICIES  # (one list for both layers)
 from perfmodel.framework import DEFAULT_FRAMEWORK, vllm_default_limits
 from perfmodel.layout import LayoutError
@@ -124,11 +125,13 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     if cfg.gpus > hw.gpus_per_node and cfg.policy in SINGLE_NODE_POLICIES:
         raise LayoutError(f"--policy {cfg.policy} runs on one node ({hw.gpus_per_node} GPUs); {cfg.gpus} GPUs span "
                           f"several: run it with --nodes 1, or use shift, flying or a static policy")
-    plans = POLICIES[cfg.policy](policy=cfg.policy, layout=cfg.layout, spec=spec, hw=hw, gpus=cfg.gpus, fw=fw,
-                                 policy_args=dict(cfg.policy_args), prof=prof)
     limits = vllm_default_limits(hw)
     budget = ec.max_num_batched_tokens or limits.max_num_batched_tokens
     max_seqs = ec.max_num_seqs or limits.max_num_seqs
+    if fw.graph_rule == graphs.VLLM:  # vLLM captures graphs up to M, set by its limits (graphs.vllm_capture_max)
+        fw = dataclasses.replace(fw, cuda_graph_max_bs=graphs.vllm_capture_max(fw.cuda_graph_max_bs, max_seqs, budget))
+    plans = POLICIES[cfg.policy](policy=cfg.policy, layout=cfg.layout, spec=spec, hw=hw, gpus=cfg.gpus, fw=fw,
+                                 policy_args=dict(cfg.policy_args), prof=prof)
     env = simpy.Environment()
     recs, steps = RequestRecords(workload), StepRecords()
     recs.prefix_caching = bool(ec.enable_prefix_caching and recs.prefix_blocks is not None

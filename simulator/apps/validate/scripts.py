@@ -47,9 +47,9 @@ class Launch:
     batch_wait: Callable | tuple | None = None
     # TRT-LLM attention_dp_config with enable_balance: (timeout_iters, batching_wait_iters), or None: not passed (off)
     adp_balance: Callable | tuple | None = None
-    # CUDA graphs as the script captures them: (max batch or a callable of the Case, padding) — SGLang
-    # --cuda-graph-max-bs (padding on), TRT-LLM cuda_graph_config max_batch_size and enable_padding — or None:
-    # not passed, the framework's defaults (perfmodel/graphs.py)
+    # CUDA graphs as the script captures them: (max batch or a callable of the Case, padding or None: the
+    # framework's) — SGLang --cuda-graph-max-bs, TRT-LLM cuda_graph_config max_batch_size and enable_padding, vLLM
+    # max-cudagraph-capture-size — or None: not passed, the framework's defaults (perfmodel/graphs.py)
     cuda_graph: tuple | None = None
     skip: Callable | str = ""  # why the row cannot be replayed as launched ("" or a callable of the Case)
     note: str = ""  # what the script and the row's columns disagree on, and what the replay does
@@ -116,9 +116,10 @@ def _dsr1_trt_balance(case: Case) -> tuple | None:
 
 
 V_GPTOSS_MARLIN = Launch("benchmarks/single_node/gptoss_fp4_{hw}.sh @ cec542a9a: config.yaml max-num-batched-tokens "
-                         "8192 (h100 :20-25, h200 :36-41), VLLM_MXFP4_USE_MARLIN=1 (h100 :27-28, h200 :47), "
-                         "--max-num-seqs $CONC, --gpu-memory-utilization 0.9", 8192, _conc, memory_fraction=0.9,
-                         moe_kernel="marlin")
+                         "8192 and max-cudagraph-capture-size 2048 (h100 :20-25, h200 :36-41), "
+                         "VLLM_MXFP4_USE_MARLIN=1 (h100 :27-28, h200 :47), --max-num-seqs $CONC, "
+                         "--gpu-memory-utilization 0.9", 8192, _conc, memory_fraction=0.9, moe_kernel="marlin",
+                         cuda_graph=(2048, None))
 V_ASYNC_2025 = dict(max_num_tokens=8192, max_num_seqs=_conc, memory_fraction=0.9, async_scheduling=True)
 
 # (hardware, backend, model, backend_version, first day, last day) -> Launch
@@ -126,13 +127,14 @@ SCRIPTS = {
     # ---- H100, vLLM
     ("h100", "vllm", "openai/gpt-oss-120b", "0.18.0", "2026-03-27", "2026-03-27"): V_GPTOSS_MARLIN,
     ("h100", "vllm", "openai/gpt-oss-120b", "0.11.2", "2025-12-05", "2025-12-08"): Launch(
-        "benchmarks/gptoss_fp4_h100_docker.sh @ 25506e87c: config.yaml :14-20 (async-scheduling, 8192 tokens), "
-        ":26-31 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC); no MARLIN", **V_ASYNC_2025,
+        "benchmarks/gptoss_fp4_h100_docker.sh @ 25506e87c: config.yaml :14-20 (async-scheduling, "
+        "max-cudagraph-capture-size 2048, 8192 tokens), :26-31 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC); "
+        "no MARLIN", **V_ASYNC_2025, cuda_graph=(2048, None),
         note="the client's --max-concurrency was hard-coded 512 (:51, fixed in 4e135fd3f): the row's concurrency; "
              "the server's $CONC is not recorded, so --max-num-seqs is the row's concurrency"),
     ("h100", "vllm", "openai/gpt-oss-120b", "", "2025-12-05", "2025-12-05"): Launch(
         "benchmarks/gptoss_fp4_h100_docker.sh @ 25506e87c (as the 0.11.2 rows: image v0.11.2 from that commit)",
-        **V_ASYNC_2025, note="the client's --max-concurrency was hard-coded 512 (:51): the row's concurrency"),
+        **V_ASYNC_2025, cuda_graph=(2048, None), note="the client's --max-concurrency was hard-coded 512 (:51): the row's concurrency"),
     ("h100", "vllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h100_docker.sh @ af4ccd03f: config.yaml :14-20 (kv-cache-dtype fp8, async-scheduling, "
         "8192 tokens), :24-29 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8",
@@ -146,8 +148,11 @@ SCRIPTS = {
     # ---- H200, vLLM
     ("h200", "vllm", "openai/gpt-oss-120b", "0.18.0", "2026-03-27", "2026-03-27"): V_GPTOSS_MARLIN,
     ("h200", "vllm", "openai/gpt-oss-120b", "", "2025-11-02", "2025-11-02"): Launch(
-        "benchmarks/gptoss_fp4_h200_slurm.sh @ 9596d23d7: config.yaml :33-39 (async-scheduling, 8192 tokens), "
-        ":46-48 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC); no MARLIN", **V_ASYNC_2025),
+        "benchmarks/gptoss_fp4_h200_slurm.sh @ 9596d23d7: config.yaml :33-39 (async-scheduling, cuda-graph-sizes "
+        "2048, 8192 tokens), :46-48 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC); no MARLIN", **V_ASYNC_2025,
+        cuda_graph=(2048, None),
+        note="cuda-graph-sizes 2048 (before vLLM 0.11.1: [1, 2, 4] + every 8 to 2048): replayed as "
+             "max-cudagraph-capture-size 2048 (every 16 above 256; the vLLM version is not recorded)"),
     ("h200", "vllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h200_slurm.sh @ 9596d23d7: config.yaml :33-39 (kv-cache-dtype fp8, async-scheduling, "
         "8192 tokens), :46-48 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8",
