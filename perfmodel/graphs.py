@@ -8,8 +8,8 @@ says which rule; Framework.cuda_graph_max_bs and cuda_graph_padding are the depl
   vllm          vllm/config/vllm.py _set_cudagraph_sizes, every step (piecewise graphs): [1, 2, 4] + every 8
                 below min(M + 1, 256) + every 16 from 256 to M, M = min(max_cudagraph_capture_size or min(2 x
                 max_num_seqs, 512), max_num_batched_tokens) (vllm_capture_max; :847-875 @ 0.11.2, :1034-1075 @
-                0.12.0, :1333-1385 @ 0.18.0; docs/frameworks.md): `cuda_graph_max_bs` holds M (simulator.run
-                sets it from the engine's limits), default 512;
+                0.12.0, :1333-1385 @ 0.18.0; docs/frameworks.md): `cuda_graph_max_bs` holds M (simulator.cluster.
+                simulate sets it from the engine's limits), default 512;
   sglang-0.5.1  SGLang 0.5.1-0.5.2, decode steps only: [1, 2, 4, 8] + every 8 to 160, and every 8 from 160 to
                 256 on GPUs over 90 GiB (model_executor/cuda_graph_runner.py get_batch_sizes_to_capture,
                 :165-215 @ 0.5.1.post1, the same @ 0.5.2); `cuda_graph_max_bs` (--cuda-graph-max-bs) cuts it
@@ -17,7 +17,8 @@ says which rule; Framework.cuda_graph_max_bs and cuda_graph_padding are the depl
   sglang-0.5.3  SGLang >= 0.5.3, decode steps only: ServerArgs._generate_cuda_graph_batch_sizes ([1, 2, 4, 8, 12]
                 + every 8 to 256 + every 16 from 272 to 496 + every 32 from 512) up to cuda_graph_max_bs, by
                 default 256 at tp < 4 and 512 from tp 4 on GPUs of 60-160 GiB (the table of sglang_defaults;
-                server_args.py:1079-1106 and :930-1004 @ 0.5.9, the same @ 0.5.5-0.5.8, PyPI wheels);
+                server_args.py:1079-1106 and :930-1004 @ 0.5.9, the same @ 0.5.5-0.5.8 and @ 0.5.3-0.5.4 but
+                for the speculative list, PyPI wheels);
   trtllm        TRT-LLM, generation-only steps: none unless `cuda_graph_config: enable_padding: true`
                 (`cuda_graph_padding`; TRT-LLM's default is false: graphs run only at their exact sizes, which
                 costs the same as running eagerly here), then CudaGraphConfig._generate_cuda_graph_batch_sizes
@@ -37,8 +38,6 @@ GiB = 2**30
 VLLM, SGLANG_OLD, SGLANG, TRTLLM = "vllm", "sglang-0.5.1", "sglang-0.5.3", "trtllm"
 GRAPH_RULES = ("", VLLM, SGLANG_OLD, SGLANG, TRTLLM)  # "": Framework.cuda_graph_sizes as they are
 TRTLLM_DEFAULT_MAX_BS = 128  # CudaGraphConfig: `max_batch_size = self.max_batch_size or 128`
-
-
 VLLM_DEFAULT_M = 512  # min(2 x 1024 seqs, 512): vLLM's default seats on H100 / H200 (vllm_default_limits)
 
 
