@@ -19,22 +19,19 @@ early (tests/test_sglang_chunked_prefill.py); after the fix 19 + 20 + 10 mixes x
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 
 import numpy as np
-import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from test_sim_util import assert_same_requests  # noqa: E402
 
-from simulator.engine.config import framework_engine  # noqa: E402
 from simulator.results.invariants import check_run  # noqa: E402
-from simulator.run import RunSpec, run  # noqa: E402
+from simulator.run import run  # noqa: E402
 from simulator.workload.workload import Workload  # noqa: E402
 
-from metamorphic import RELATIONS  # noqa: E402 (tests/metamorphic.py)
+from metamorphic import RELATIONS, spec, trace  # noqa: E402 (tests/metamorphic.py)
 
 # (policy, RunSpec fields, EngineConfig fields, shared prefix blocks)
 MIXES = [
@@ -78,26 +75,6 @@ BIG = [  # the served models of the measured files, on 8 x H200 (slower: --big)
     ("layout", {"framework": "trtllm", "model": "llama-3.1-70b", "layout": "tp=4,pp=2"}, {}, False),
     ("layout", {"model": "gpt-oss-120b", "layout": "tp=2,ep=2"}, {}, False),
 ]
-
-
-def trace(rng, n: int, max_prompt: int, prefix: bool) -> Workload:
-    gaps = rng.choice([0.0, 0.0, 0.001, 0.05, 0.4, 3.0], n)
-    arr = np.cumsum(gaps) - gaps[0]
-    inp = rng.integers(1, max_prompt, n)
-    out = rng.choice([0, 1, 2, 17, 120, 400, 1500], n)
-    df = pd.DataFrame({"request_id": np.arange(n), "arrival_s": arr, "input_tokens": inp, "output_tokens": out,
-                       "priority": rng.integers(0, 2, n)})
-    if prefix:  # 16-token blocks, the leading two shared in three groups
-        df["prefix_blocks"] = [tuple((i % 3) * 100 + j if j < 2 else 10_000 + 100 * i + j
-                                     for j in range(-(-int(p) // 16))) for i, p in enumerate(inp)]
-    return Workload(df)
-
-
-def spec(policy: str, fields: dict, eng: dict, fast: bool, big: bool) -> RunSpec:
-    fw = fields.get("framework", "vllm")
-    engine = dataclasses.replace(framework_engine(fw), fast_forward=fast, **eng)
-    base = {"model": "llama-3.1-8b", "hardware": "h200" if big else "h100", "gpus": 8 if big else 2}
-    return RunSpec(policy=policy, **{**base, **fields, "framework": fw, "engine": engine})
 
 
 def check(w: Workload, policy: str, fields: dict, eng: dict, big: bool) -> None:

@@ -1,5 +1,5 @@
-"""Metamorphic relations of a simulated run (this module holds no tests: tests/test_metamorphic.py and
-benchmarks/differential_fuzz.py --relation use it). Each takes a Workload, a RunSpec and a numpy Generator, and
+"""Metamorphic relations of a simulated run, and the fuzz's cases (this module holds no tests: tests/test_metamorphic.py
+and benchmarks/differential_fuzz.py use it: `trace` draws a bursty workload, `spec` builds a case's RunSpec). Each takes a Workload, a RunSpec and a numpy Generator, and
 raises AssertionError naming the first request and field that break the relation.
 
   shift   moving the trace later in time moves every time by the same amount and changes nothing else: no code
@@ -15,16 +15,43 @@ breaks differently at another offset is not a bug (same-instant arrivals stay ti
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
-from simulator.run import run
+from simulator.engine.config import framework_engine
+from simulator.run import RunSpec, run
 from simulator.workload.workload import Workload
 
 SHIFTS_S = (1000.0, 3000.0)
 TIME_COLUMNS = ("issued_s", "scheduled_s", "first_token_s", "finish_s")
 NEW_BLOCK = 10**9  # prefix block ids from here on: held by no request of the traces
 INT_COLUMNS = ("generated_tokens", "preemptions", "engine", "status", "reject_reason")
+
+
+def trace(rng, n: int, max_prompt: int, prefix: bool) -> Workload:
+    """n requests: same-instant arrivals and gaps up to 3 s, prompts of 1 to max_prompt tokens, 0-output rows and
+    priorities; with `prefix`, 16-token blocks whose leading two are shared in three groups."""
+    gaps = rng.choice([0.0, 0.0, 0.001, 0.05, 0.4, 3.0], n)
+    arr = np.cumsum(gaps) - gaps[0]
+    inp = rng.integers(1, max_prompt, n)
+    out = rng.choice([0, 1, 2, 17, 120, 400, 1500], n)
+    df = pd.DataFrame({"request_id": np.arange(n), "arrival_s": arr, "input_tokens": inp, "output_tokens": out,
+                       "priority": rng.integers(0, 2, n)})
+    if prefix:  # 16-token blocks, the leading two shared in three groups
+        df["prefix_blocks"] = [tuple((i % 3) * 100 + j if j < 2 else 10_000 + 100 * i + j
+                                     for j in range(-(-int(p) // 16))) for i, p in enumerate(inp)]
+    return Workload(df)
+
+
+def spec(policy: str, fields: dict, eng: dict, fast: bool, big: bool) -> RunSpec:
+    """A case's RunSpec: Llama-3.1-8B on 2 x H100 (`big`: 8 x H200) under `fields`, its framework's engine with
+    `eng` and fast-forward on or off."""
+    fw = fields.get("framework", "vllm")
+    engine = dataclasses.replace(framework_engine(fw), fast_forward=fast, **eng)
+    base = {"model": "llama-3.1-8b", "hardware": "h200" if big else "h100", "gpus": 8 if big else 2}
+    return RunSpec(policy=policy, **{**base, **fields, "framework": fw, "engine": engine})
 
 
 def untie(w: Workload, rng) -> Workload:

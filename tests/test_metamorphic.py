@@ -4,16 +4,10 @@ micro-batches, SGLang's one at a time), prefix caching, a closed loop, disaggreg
 outlives an idle engine; benchmarks/differential_fuzz.py --relation runs all 27 mixes."""
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-from differential_fuzz import spec, trace  # noqa: E402
-
-from metamorphic import RELATIONS  # noqa: E402
+from metamorphic import RELATIONS, spec, trace
 
 MIXES = [  # (policy, RunSpec fields, EngineConfig fields, shared prefix blocks)
     ("dp", {}, {}, True),
