@@ -130,6 +130,8 @@ class Framework:
                   "tokenize_batch_wait_s", "seq_overhead_s"):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f}={getattr(self, f)} must be >= 0")
+        if self.graph_rule not in graphs.GRAPH_RULES:
+            raise ValueError(f"graph_rule={self.graph_rule!r}: one of {', '.join(map(repr, graphs.GRAPH_RULES))}")
         if self.tokenize_max_batch < 1:
             raise ValueError(f"tokenize_max_batch={self.tokenize_max_batch} must be >= 1")
 
@@ -156,7 +158,7 @@ SYNC_STEP_OVERHEAD_S = 1.0e-3
 
 # vLLM's default capture sizes: [1, 2, 4] + every 8 to 248 + every 16 from 256 to 512 (vllm/config/vllm.py
 # _set_cudagraph_sizes, 0.11.2 lines 847-875; 512 = min(2 x max_num_seqs, 512) with 1024 seqs on H100)
-VLLM_CUDA_GRAPH_SIZES = (1, 2, 4) + tuple(range(8, 256, 8)) + tuple(range(256, 513, 16))
+VLLM_CUDA_GRAPH_SIZES = graphs.vllm_sizes(graphs.VLLM_DEFAULT_M)
 DEFAULT_FRAMEWORK = Framework(cuda_graph_sizes=VLLM_CUDA_GRAPH_SIZES, graph_rule=graphs.VLLM,
                               step_overhead_s=VLLM_SYNC_STEP_OVERHEAD_S,
                               tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"], tokenize_batch_wait_s=0.002,

@@ -1,6 +1,6 @@
-"""Metamorphic relations of a simulated run, and the fuzz's cases (this module holds no tests: tests/test_metamorphic.py
-and benchmarks/differential_fuzz.py use it: `trace` draws a bursty workload, `spec` builds a case's RunSpec). Each takes a Workload, a RunSpec and a numpy Generator, and
-raises AssertionError naming the first request and field that break the relation.
+"""Metamorphic relations of a simulated run, and the fuzz's cases (this module holds no tests:
+tests/test_metamorphic.py and benchmarks/differential_fuzz.py use it; `trace` draws a bursty workload, `spec` builds a
+case's RunSpec). Each relation takes a Workload, a RunSpec and a numpy Generator, and raises AssertionError naming the first request and field that break the relation.
 
   shift   moving the trace later in time moves every time by the same amount and changes nothing else: no code
           reads the absolute clock (a sentinel time, a timer from 0). Workloads start at 0 s, so both runs begin

@@ -78,6 +78,8 @@ def test_sglang_reserve_counts_the_deployments_graph_max():
 def test_bad_graph_settings_are_one_line():
     with pytest.raises(ValueError, match="cuda_graph_max_bs=0 must be an integer >= 1"):
         with_deployment(framework_preset("sglang"), cuda_graph_max_bs=0)
+    with pytest.raises(ValueError, match="graph_rule='sglang-0.5.9': one of"):  # (a rule no capture_sizes knows)
+        dataclasses.replace(framework_preset("sglang"), graph_rule="sglang-0.5.9")
 
 
 def test_simulate_flags_set_the_graphs_and_bad_ones_are_one_line(capsys):
@@ -105,7 +107,8 @@ def test_vllm_captures_to_m_from_its_limits():
     from perfmodel.framework import VLLM_CUDA_GRAPH_SIZES
     from perfmodel.graphs import vllm_capture_max, vllm_sizes
 
-    assert vllm_sizes(512) == VLLM_CUDA_GRAPH_SIZES and sizes("vllm") == VLLM_CUDA_GRAPH_SIZES
+    listed = (1, 2, 4) + tuple(range(8, 256, 8)) + tuple(range(256, 513, 16))  # vllm.py:847-875 @ 0.11.2, M = 512
+    assert vllm_sizes(512) == listed == VLLM_CUDA_GRAPH_SIZES and sizes("vllm") == listed
     assert vllm_capture_max(None, 1024, 8192) == 512 and vllm_capture_max(None, 4, 8192) == 8
     assert vllm_capture_max(2048, 4, 8192) == 2048 and vllm_capture_max(2048, 4, 1024) == 1024
     assert vllm_sizes(8) == (1, 2, 4, 8) and vllm_sizes(2048)[-3:] == (2016, 2032, 2048)

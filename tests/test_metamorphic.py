@@ -32,25 +32,13 @@ def test_causal_relation_catches_a_front_end_that_reads_ahead(monkeypatch):
     """The relation can fail: a one-at-a-time tokenizer that starts a prompt 3 ms before it is sent (a look-ahead
     at the known arrival times) delivers it into a step that began before it arrived."""
     from simulator.cluster import frontend
-    from simulator.engine.stretch import delay_toward
 
-    def serve_next_early(self):
-        sends = self._sends
-        times, i = sends[0], sends[2]
-        while i < len(times):
-            cost = self._ask(i)
-            i += 1
-            if cost is not None:
-                t = times[i - 1]
-                self.free_s = max(t - 0.003, self.free_s) + cost  # (the bug: 3 ms early)
-                sends[2] = i
-                at = self.free_s
-                self.env.timeout(delay_toward(self.env.now, at)).callbacks.append(
-                    lambda _ev, pos=i - 1, at=at: self._served(pos, at))
-                return
-        sends[2] = i
+    feed = frontend.Tokenizer.feed
 
-    monkeypatch.setattr(frontend.Tokenizer, "_serve_next", serve_next_early)
+    def feed_early(self, arrival_s, tokens_of):  # (the bug: every prompt taken in 3 ms before it is sent)
+        return feed(self, [t - 0.003 for t in arrival_s], tokens_of)
+
+    monkeypatch.setattr(frontend.Tokenizer, "feed", feed_early)
     s = spec("tp", {"framework": "sglang"}, {"priority_scheduling": True, "max_num_batched_tokens": 768}, True, False)
     caught = 0
     for seed in range(4):

@@ -134,7 +134,8 @@ SCRIPTS = {
              "the server's $CONC is not recorded, so --max-num-seqs is the row's concurrency"),
     ("h100", "vllm", "openai/gpt-oss-120b", "", "2025-12-05", "2025-12-05"): Launch(
         "benchmarks/gptoss_fp4_h100_docker.sh @ 25506e87c (as the 0.11.2 rows: image v0.11.2 from that commit)",
-        **V_ASYNC_2025, cuda_graph=(2048, None), note="the client's --max-concurrency was hard-coded 512 (:51): the row's concurrency"),
+        **V_ASYNC_2025, cuda_graph=(2048, None),
+        note="the client's --max-concurrency was hard-coded 512 (:51): the row's concurrency"),
     ("h100", "vllm", "meta-llama/Llama-3.1-70B", "", "2025-10-29", "2025-10-29"): Launch(
         "benchmarks/70b_fp8_h100_docker.sh @ af4ccd03f: config.yaml :14-20 (kv-cache-dtype fp8, async-scheduling, "
         "8192 tokens), :24-29 (--gpu-memory-utilization 0.9, --max-num-seqs $CONC)", kv_dtype="fp8",
