@@ -320,4 +320,8 @@ def step_cost(spec, layout, hw, batch: StepBatch, prof=None, fw: Framework = DEF
     terms["overhead"] = terms["overhead"] + np.where(batch.tokens > 0, fw.step_overhead_s, 0.0) \
         + hw.host_prefill_seq_s * batch.prefill_seqs \
         + fw.seq_overhead_s * (batch.prefill_seqs + batch.decode_seqs)  # (host_prefill_seq_s: a CPU loop's, 0 on GPUs)
+    if fw.host_floor_s > 0 or fw.host_floor_seq_s > 0:  # an overlapped loop's host floor: the GPU waits for it
+        seqs = batch.prefill_seqs + batch.decode_seqs  # (as overhead: max(kernels + overhead, floor), runner.py)
+        floor = np.where(batch.tokens > 0, fw.host_floor_s + fw.host_floor_seq_s * seqs, 0.0)
+        terms["overhead"] = terms["overhead"] + np.maximum(floor - sum(terms.values()), 0.0)
     return StepCost(terms)

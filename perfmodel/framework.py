@@ -103,6 +103,15 @@ class Framework:
     # sequences are fixed), so the closed form stays affine in keys. (SiDP's per-layer split, perfmodel/sidp.py,
     # takes only step_overhead_s off a step: a set value counts there as layer compute.)
     seq_overhead_s: float = 0.0
+    # The host's time per step in a loop that overlaps it with the GPU (TRT-LLM's and SGLang's overlap schedulers,
+    # vLLM's async scheduling): host_floor_s + host_floor_seq_s x the step's sequences. Preparing step n + 1 (Python:
+    # scheduling, inputs, sampling bookkeeping, responses, per request) runs while the GPU runs step n, so it is hidden
+    # until it takes longer than the kernels; then the GPU waits and the step takes the host's time: a step takes
+    # max(its time, this floor) (simulator.engine.runner). 0: the host keeps up (every preset but TRT-LLM 1.0's,
+    # TRTLLM_HOST_FLOOR_S below). Where the floor lies above a decode stretch's first steps, the stretch runs at the
+    # floor until its kernels' line crosses it (runner.floored_line), so the closed form stays exact.
+    host_floor_s: float = 0.0
+    host_floor_seq_s: float = 0.0
     # The profile's fp8 GEMM rows and compute-scale table are this framework's own kernels (TRT-LLM 1.3.0rc20's
     # collection), so a checkpoint with static activation scales (ModelSpec.fp8_scales) saves the compute-scale
     # pass on each fp8 GEMM (perfmodel/calibration/fp8_scale.py). Off elsewhere: vLLM's and SGLang's own
@@ -127,7 +136,7 @@ class Framework:
             raise ValueError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         for f in ("step_overhead_s", "eager_op_overhead_s", "misc_kernel_floor_s", "reserve_bytes",
                   "reserve_per_tp_bytes", "moe_a2a_call_s", "pd_handoff_s", "tokenize_s_per_token",
-                  "tokenize_batch_wait_s", "seq_overhead_s"):
+                  "tokenize_batch_wait_s", "seq_overhead_s", "host_floor_s", "host_floor_seq_s"):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f}={getattr(self, f)} must be >= 0")
         if self.graph_rule not in graphs.GRAPH_RULES:
@@ -155,6 +164,17 @@ VLLM_SYNC_STEP_OVERHEAD_S = 2.0e-3
 # fidelity pass the presets charged this 1 ms under overlap too: every TRT-LLM and SGLang decode step 1 ms slow,
 # e.g. TRT-LLM gpt-oss-120b H200 TPOT bias +18.7%; docs/fidelity.md.)
 SYNC_STEP_OVERHEAD_S = 1.0e-3
+
+# Host floor of TRT-LLM 1.0's PyExecutor under its overlap scheduler (Framework.host_floor_s, host_floor_seq_s),
+# FITTED by `python benchmarks/fit_host_floor.py` on the TPOT of the 479 H100 TRT-LLM 1.0.0rc3 aiperf rows (the only
+# TRT-LLM 1.0 rows; 2026-12-02: 0 / 0 us 9.5%, 2000 / 80 us 8.8%, **3000 / 40 us 8.6%**, 4000 / 40 us 8.8%;
+# docs/fidelity.md has the held-out check). Their small-model rows show it: the replayed Llama-3.1-8B TPOT fell
+# 10-60% short of the measured at TP4 / TP8 (kernels of 2-5 ms a step), 5-10% at TP1 (10.3% -> 8.3% with the floor),
+# while Qwen3-32B and Qwen3-235B, whose kernels outlast it, are unmoved. Other TRT-LLM versions: not fitted (0; the
+# H200 1.1.0rc2 rows, larger models, are unmoved by it either way).
+TRTLLM_HOST_FLOOR_S = 3.0e-3
+TRTLLM_HOST_FLOOR_SEQ_S = 40e-6
+TRTLLM_HOST_FLOOR_VERSIONS = ((1, 0),)  # major.minor the fit rows ran
 
 # vLLM's default capture sizes: [1, 2, 4] + every 8 to 248 + every 16 from 256 to 512 (vllm/config/vllm.py
 # _set_cudagraph_sizes, 0.11.2 lines 847-875; 512 = min(2 x max_num_seqs, 512) with 1024 seqs on H100)
@@ -189,6 +209,11 @@ FRAMEWORKS = {
 # PR #27614 "Enable async scheduling by default"; wheels from PyPI; docs/frameworks.md): no host time per step
 # is exposed (0 ms, the value the async H100 rows fit: docs/fidelity.md). Until 2026-12-02 this said 0.18.
 VLLM_ASYNC_DEFAULT_FROM = (0, 14)
+
+
+def framework_version_of(text: str) -> tuple:
+    """A framework version as numbers: '1.0.0rc3' -> (1, 0, 0) (ValueError on text without leading numbers)."""
+    return _version(text)
 
 
 def _version(text: str) -> tuple:
@@ -258,6 +283,8 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
         fw = dataclasses.replace(fw, step_overhead_s=0.0, schedule_ahead=True)
     elif version and name == "sglang" and _version(version)[:3] >= SGLANG_RESERVE_RULE_FROM:
         fw = dataclasses.replace(fw, reserve_rule=SGLANG_RESERVE_RULE, graph_rule=graphs.SGLANG)  # (both from 0.5.3)
+    elif version and name == "trtllm" and _version(version)[:2] in TRTLLM_HOST_FLOOR_VERSIONS:
+        fw = dataclasses.replace(fw, host_floor_s=TRTLLM_HOST_FLOOR_S, host_floor_seq_s=TRTLLM_HOST_FLOOR_SEQ_S)
     elif version:
         _version(version)  # checked: a version says which defaults apply
     return fw
@@ -287,10 +314,11 @@ MOE_KERNELS = ("", "marlin")  # Framework.moe_kernel: the default family, or vLL
 
 def with_deployment(fw: Framework, moe_kernel: str | None = None, moe_a2a_call_us: float | None = None,
                     pd_handoff_ms: float | None = None, seq_overhead_us: float | None = None,
-                    cuda_graph_max_bs: int | None = None, cuda_graph_padding: bool | None = None) -> Framework:
+                    cuda_graph_max_bs: int | None = None, cuda_graph_padding: bool | None = None,
+                    host_floor_us: float | None = None, host_floor_seq_us: float | None = None) -> Framework:
     """`fw` with a deployment's settings that are not the framework's defaults (--moe-kernel,
-    --moe-a2a-call-us, --pd-handoff-ms, --seq-overhead-us, --cuda-graph-max-bs, --cuda-graph-padding; None keeps
-    fw's): one line naming a bad value."""
+    --moe-a2a-call-us, --pd-handoff-ms, --seq-overhead-us, --cuda-graph-max-bs, --cuda-graph-padding,
+    --host-floor-us, --host-floor-seq-us; None keeps fw's): one line naming a bad value."""
     changes = {}
     if cuda_graph_max_bs is not None:
         if isinstance(cuda_graph_max_bs, bool) or not isinstance(cuda_graph_max_bs, int) or cuda_graph_max_bs < 1:
@@ -304,7 +332,9 @@ def with_deployment(fw: Framework, moe_kernel: str | None = None, moe_a2a_call_u
         changes["moe_kernel"] = moe_kernel
     for name, v, field, scale in (("moe_a2a_call_us", moe_a2a_call_us, "moe_a2a_call_s", 1e6),
                                   ("pd_handoff_ms", pd_handoff_ms, "pd_handoff_s", 1e3),
-                                  ("seq_overhead_us", seq_overhead_us, "seq_overhead_s", 1e6)):
+                                  ("seq_overhead_us", seq_overhead_us, "seq_overhead_s", 1e6),
+                                  ("host_floor_us", host_floor_us, "host_floor_s", 1e6),
+                                  ("host_floor_seq_us", host_floor_seq_us, "host_floor_seq_s", 1e6)):
         if v is None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):

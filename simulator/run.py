@@ -105,6 +105,10 @@ class RunSpec:
     moe_a2a_call_us: float | None = None
     pd_handoff_ms: float | None = None
     seq_overhead_us: float | None = None  # None: the framework's (0); Framework.seq_overhead_s says what it is
+    # the host floor of an overlapped loop, per step and per sequence (Framework.host_floor_s, host_floor_seq_s).
+    # None: the framework's (0, but TRT-LLM 1.0's fitted preset)
+    host_floor_us: float | None = None
+    host_floor_seq_us: float | None = None
     # CUDA graphs (perfmodel.graphs): the largest captured batch (SGLang --cuda-graph-max-bs, TRT-LLM
     # cuda_graph_config max_batch_size) and whether steps are padded to a captured size (TRT-LLM enable_padding,
     # SGLang's padding unless --disable-cuda-graph-padding). None: the framework's defaults
@@ -126,7 +130,8 @@ class RunSpec:
         if self.ssm_dtype is not None and self.ssm_dtype not in SSM_DTYPE_BYTES:
             raise ValueError(f"ssm_dtype={self.ssm_dtype!r} not one of {sorted(SSM_DTYPE_BYTES)}")
         with_deployment(DEFAULT_FRAMEWORK, self.moe_kernel, self.moe_a2a_call_us, self.pd_handoff_ms,
-                        self.seq_overhead_us, self.cuda_graph_max_bs, self.cuda_graph_padding)  # or one line
+                        self.seq_overhead_us, self.cuda_graph_max_bs, self.cuda_graph_padding, self.host_floor_us,
+                        self.host_floor_seq_us)  # or one line
         if self.hbm_gb is not None and (isinstance(self.hbm_gb, bool) or not isinstance(self.hbm_gb, (int, float))
                                         or not 0 < self.hbm_gb < float("inf")):
             raise ValueError(f"hbm_gb={self.hbm_gb!r} must be a finite number > 0 (GB the driver reports per GPU)")
@@ -243,7 +248,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
         spec = dataclasses.replace(spec, linear_state_bytes=SSM_DTYPE_BYTES[rs.ssm_dtype])
     check_kv_dtype(rs.kv_dtype, hw, framework.name)
     framework = with_deployment(framework, rs.moe_kernel, rs.moe_a2a_call_us, rs.pd_handoff_ms, rs.seq_overhead_us,
-                                rs.cuda_graph_max_bs, rs.cuda_graph_padding)
+                                rs.cuda_graph_max_bs, rs.cuda_graph_padding, rs.host_floor_us, rs.host_floor_seq_us)
     framework = with_async(with_knobs(framework, rs.gpu_memory_utilization, rs.step_overhead_ms,
                                       rs.tokenize_us_per_token), rs.async_scheduling, rs.step_overhead_ms)
     framework = for_hardware(framework, hw)

@@ -43,6 +43,12 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-overhead-us", type=float, help="microseconds each sequence in a step (prompt chunk or "
                    "decode) adds to the step, on top of its kernels and the step overhead "
                    "(default 0; a lead, not fitted: docs/fidelity.md, benchmarks/fit_seq_overhead.py)")
+    p.add_argument("--host-floor-us", type=float, help="an overlapped loop's host time per step, which the GPU "
+                   "waits for when its kernels take less: a step takes at least this + --host-floor-seq-us x its "
+                   "sequences (default: the framework's, 0 but TRT-LLM 1.0's fitted preset: perfmodel/framework.py "
+                   "TRTLLM_HOST_FLOOR_S)")
+    p.add_argument("--host-floor-seq-us", type=float, help="the host floor's microseconds per sequence in the step "
+                   "(default: the framework's; TRT-LLM 1.0: TRTLLM_HOST_FLOOR_SEQ_S)")
     p.add_argument("--cuda-graph-max-bs", type=int, help="the largest CUDA-graph batch the engine captures "
                    "(SGLang's --cuda-graph-max-bs, TRT-LLM's cuda_graph_config max_batch_size, vLLM's "
                    "max_cudagraph_capture_size); default: the framework's for the GPU and TP (perfmodel/graphs.py)")
@@ -80,5 +86,6 @@ def framework_fields(args) -> dict:
                 async_scheduling=None if args.async_scheduling is None else args.async_scheduling == "on",
                 framework=args.framework, framework_version=args.framework_version, moe_kernel=args.moe_kernel,
                 moe_a2a_call_us=args.moe_a2a_call_us, pd_handoff_ms=args.pd_handoff_ms,
-                seq_overhead_us=args.seq_overhead_us, hbm_gb=args.hbm_gb, cuda_graph_max_bs=args.cuda_graph_max_bs,
+                seq_overhead_us=args.seq_overhead_us, host_floor_us=args.host_floor_us,
+                host_floor_seq_us=args.host_floor_seq_us, hbm_gb=args.hbm_gb, cuda_graph_max_bs=args.cuda_graph_max_bs,
                 cuda_graph_padding=None if args.cuda_graph_padding is None else args.cuda_graph_padding == "on")

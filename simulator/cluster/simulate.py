@@ -148,7 +148,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
 
     def build(i, p):
         # a mode is an instance layout (one StepTable) or a factory table_fn -> step-time object (SiDP)
-        runner = Runner({m: lay(table) if callable(lay) else table(lay) for m, lay in p.modes.items()}, p.choose)
+        runner = Runner({m: lay(table) if callable(lay) else table(lay) for m, lay in p.modes.items()}, p.choose,
+                        (fw.host_floor_s, fw.host_floor_seq_s))
         make = p.engine_cls
         if make is not None:  # an engine of its own kind (Seesaw's phased engine, the disagg pools')
             return make(env=env, index=i, runner=runner, ec=ec, budget=budget * _pp_of(p), max_seqs=max_seqs,

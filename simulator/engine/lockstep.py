@@ -62,7 +62,7 @@ class Lockstep:
             # routed experts serving the whole EP group run at the group's mean load (idle members: 0)
             load = (sum(p.table.padded(p.agg.prefill_tokens, p.agg.decode_seqs) for _, p in plans) / len(engines)
                     if plans[0][1].table.dispatch else None)
-            dur = max(p.table.step_s(p.agg, rank_tokens=load) for _, p in plans)
+            dur = max(e.runner.step_s(p.table, p.agg, rank_tokens=load) for e, p in plans)  # (each rank's host floor)
             yield env.timeout(dur)
             due = engines[0].arrivals_due() if engines[0].arrivals_due is not None else None
             if due is not None:  # arrivals at this very instant are seen by this boundary

@@ -187,7 +187,8 @@ class Engine(EngineCore):
                     ended = yield from self.sleep_stretch(st)
                     k, dur = ended.steps, ended.duration_s
                 else:
-                    k, dur = 1, plan.table.step_s(plan.agg)
+                    k, dur = 1, self.runner.step_s(plan.table, plan.agg) if self.runner.floored else \
+                        plan.table.step_s(plan.agg)
                     yield env.timeout(dur)
                 due = self.arrivals_due() if self.arrivals_due is not None else None
                 if due is not None:  # arrivals at this very instant are seen by this boundary

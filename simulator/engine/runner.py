@@ -23,17 +23,29 @@ class Runner:
     """Modes of one engine: name -> step-time object, and the rule choosing a mode from a step's
     batched tokens; decode lines of StepTables (pure functions of n) are remembered."""
 
-    __slots__ = ("tables", "choose", "only", "_affine")
+    __slots__ = ("tables", "choose", "only", "_affine", "floor_s", "floor_seq_s", "floored")
 
-    def __init__(self, tables: dict, choose: Callable[[int], str]):
+    def __init__(self, tables: dict, choose: Callable[[int], str], floor: tuple = (0.0, 0.0)):
         self.tables, self.choose = tables, choose
+        # the host floor of the engine's loop (Framework.host_floor_s, host_floor_seq_s): a step takes at least
+        # floor_s + floor_seq_s x its sequences; `floored`: whether there is one (one test a step when not)
+        self.floor_s, self.floor_seq_s = float(floor[0]), float(floor[1])
+        self.floored = self.floor_s > 0 or self.floor_seq_s > 0
         # the one mode of a single-mode runner (its rule can only name it: not asked per step), else None
         self.only = next(iter(tables)) if len(tables) == 1 else None
         self._affine: dict = {}  # (mode, n) -> a StepTable's DecodeAffine
 
     @classmethod
-    def single(cls, name: str, table) -> "Runner":
-        return cls({name: table}, lambda tokens: name)
+    def single(cls, name: str, table, floor: tuple = (0.0, 0.0)) -> "Runner":
+        return cls({name: table}, lambda tokens: name, floor)
+
+    def step_s(self, table, agg, rank_tokens=None) -> float:
+        """Seconds of one step of aggregates `agg` on `table`: its time, or the host floor where that is longer."""
+        t = table.step_s(agg) if rank_tokens is None else table.step_s(agg, rank_tokens=rank_tokens)
+        if self.floored:
+            h = self.floor_s + self.floor_seq_s * (agg.prefill_seqs + agg.decode_seqs)
+            return h if h > t else t
+        return t
 
     def decode_line(self, mode: str, table, n: int, k0: float, steps: int) -> DecodeLine:
         """DecodeLine(c0, c1, steps): the next `steps` decode steps of n sequences from k0 keys take
@@ -41,8 +53,29 @@ class Runner:
         object whose time depends on the moment (SiDP's) says for how many of them its line is exact
         (fewer, down to 1: the engine then runs one step and asks again)."""
         if type(table) is not StepTable:
-            return table.decode_line(n, k0, steps)
+            line = table.decode_line(n, k0, steps)
+            return floored_line(line, k0, n, self.floor_s + self.floor_seq_s * n) if self.floored else line
         got = self._affine.get((mode, n))
         if got is None:
             got = self._affine[(mode, n)] = table.decode_affine(n)
-        return tuple.__new__(DecodeLine, (got.c0_s, got.c1_s_per_key, steps))  # (scheduler.Schedule's note)
+        line = tuple.__new__(DecodeLine, (got.c0_s, got.c1_s_per_key, steps))  # (scheduler.Schedule's note)
+        return floored_line(line, k0, n, self.floor_s + self.floor_seq_s * n) if self.floored else line
+
+
+def floored_line(line: DecodeLine, k0: float, n: int, floor_s: float) -> DecodeLine:
+    """`line` (decode steps of n sequences from k0 keys, each c0 + c1 x keys, keys growing by n a step) under a host
+    floor of `floor_s` a step: each step takes max(c0 + c1 x keys, floor_s). The line grows with the keys, so it
+    crosses the floor at most once: from the first step on above it, `line` itself; else the floor, for the steps
+    whose line lies at or below it (at least one: the caller asks again after them, then from above the floor).
+    Exact as step by step (Runner.step_s) takes it, step for step: the same comparison at the same keys."""
+    c0, c1, steps = line
+    if c0 + c1 * k0 >= floor_s:
+        return line
+    m = steps
+    if c1 > 0:  # the steps j < m with c0 + c1 (k0 + j n) <= floor_s: estimated, then made exact
+        m = max(1, min(steps, int((floor_s - c0 - c1 * k0) / (c1 * n)) + 1))
+        while m > 1 and c0 + c1 * (k0 + (m - 1) * n) > floor_s:
+            m -= 1
+        while m < steps and c0 + c1 * (k0 + m * n) <= floor_s:
+            m += 1
+    return tuple.__new__(DecodeLine, (floor_s, 0.0, m))

@@ -39,6 +39,7 @@ SPEC_FLAGS = {
     "tokenize_us_per_token": "--tokenize-us-per-token", "framework": "--framework",
     "framework_version": "--framework-version", "moe_kernel": "--moe-kernel", "moe_a2a_call_us": "--moe-a2a-call-us",
     "pd_handoff_ms": "--pd-handoff-ms", "seq_overhead_us": "--seq-overhead-us", "hbm_gb": "--hbm-gb",
+    "host_floor_us": "--host-floor-us", "host_floor_seq_us": "--host-floor-seq-us",
     "ssm_dtype": "--mamba-ssm-dtype", "fp8_scales": "--fp8-scales",
     "mtp": "--mtp", "mtp_acceptance": "--mtp-acceptance", "cuda_graph_max_bs": "--cuda-graph-max-bs",
 }

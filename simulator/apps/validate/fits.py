@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from perfmodel.framework import VLLM_SYNC_STEP_OVERHEAD_S
+from perfmodel.framework import (TRTLLM_HOST_FLOOR_S, TRTLLM_HOST_FLOOR_SEQ_S, TRTLLM_HOST_FLOOR_VERSIONS,
+                                 VLLM_SYNC_STEP_OVERHEAD_S, framework_version_of)
 
 from . import harness as H
 from .recipes import TRTLLM_DSR1_H100
@@ -40,6 +41,16 @@ def _aic(c: Case) -> bool:
     return c.policy == "layout" and H.source_of(c) == "aic"
 
 
+def _trtllm_host_floor(c: Case) -> bool:
+    """An aggregated TRT-LLM row of a version the host floor's preset covers (TRT-LLM 1.0: the aiperf rows)."""
+    if c.policy != "layout" or c.backend != "trtllm":
+        return False
+    try:
+        return framework_version_of(c.version)[:2] in TRTLLM_HOST_FLOOR_VERSIONS
+    except ValueError:  # ("" or a build name such as gpt-oss-dev: not 1.0)
+        return False
+
+
 def _sglang_srt(c: Case) -> bool:
     return c.backend == "sglang" and H.source_of(c) == "srt"
 
@@ -62,6 +73,12 @@ FITS = (
     Fit("simulator.apps.validate.harness.SGLANG_PD_HANDOFF_S", "benchmarks/fit_pd_handoff.py", "pd_handoff_ms",
         (0.0, 70.0, 100.0, 140.0, 180.0), 0.0, "ttft", lambda c: _sglang_srt(c) and c.concurrency == 1, _sglang_srt,
         lambda: H.SGLANG_PD_HANDOFF_S * 1e3),
+    Fit("perfmodel.framework.TRTLLM_HOST_FLOOR_S", "benchmarks/fit_host_floor.py", "host_floor_us",
+        (0.0, 1000.0, 2000.0, 3000.0, 4000.0), 0.0, "tpot", _trtllm_host_floor, _trtllm_host_floor,
+        lambda: TRTLLM_HOST_FLOOR_S * 1e6),
+    Fit("perfmodel.framework.TRTLLM_HOST_FLOOR_SEQ_S", "benchmarks/fit_host_floor.py", "host_floor_seq_us",
+        (0.0, 40.0, 60.0, 80.0, 100.0), 0.0, "tpot", _trtllm_host_floor, _trtllm_host_floor,
+        lambda: TRTLLM_HOST_FLOOR_SEQ_S * 1e6),
     Fit("simulator.apps.validate.harness.DEEPEP_NORMAL_CALL_S", "benchmarks/fit_deepep_call.py", "moe_a2a_call_us",
         (0.0, 100.0, 150.0, 200.0, 250.0), 0.0, "tpot", _plain_dep16_only,
         lambda c: c.backend == "trtllm" and H.source_of(c) == "srt", lambda: H.DEEPEP_NORMAL_CALL_S * 1e6),

@@ -28,6 +28,10 @@ class SeesawEngine(EngineCore):
 
     def __init__(self, *, env, index, runner, ec, budget, max_seqs, kv_capacity_tokens, recs, steps, finished):
         super().__init__(env=env, index=index, recs=recs, steps=steps)
+        if runner.floored:  # (its phases cost whole stretches, perfmodel.seesaw: no per-step floor there yet)
+            raise ValueError("--policy seesaw with a host floor (--host-floor-us / --host-floor-seq-us, or TRT-LLM "
+                             "1.0's preset): not modelled in Seesaw's phased engine; pass --host-floor-us 0 "
+                             "--host-floor-seq-us 0")
         self.runner = runner  # (ec: one of the cluster's engine-factory keywords, simulator/cluster/simulate.py; unused)
         self.budget, self.max_seqs, self.capacity_tokens = int(budget), int(max_seqs), int(kv_capacity_tokens)
         self.add_finish_hook(finished)
