@@ -211,11 +211,6 @@ FRAMEWORKS = {
 VLLM_ASYNC_DEFAULT_FROM = (0, 14)
 
 
-def framework_version_of(text: str) -> tuple:
-    """A framework version as numbers: '1.0.0rc3' -> (1, 0, 0) (ValueError on text without leading numbers)."""
-    return _version(text)
-
-
 def _version(text: str) -> tuple:
     """'0.18.0' -> (0, 18, 0); the leading dotted numbers only ('1.0.0rc3' -> (1, 0, 0))."""
     m = re.match(r"\d+(\.\d+)*", str(text).strip())

@@ -184,7 +184,10 @@ def test_framework_version_where_a_default_changed():
 
     assert framework_preset("vllm", "0.18.0").step_overhead_s == 0.0  # async scheduling by default
     assert framework_preset("vllm", "0.12.0").step_overhead_s == framework_preset("vllm").step_overhead_s > 0
-    assert framework_preset("trtllm", "1.0.0rc3") == framework_preset("trtllm")
+    assert framework_preset("trtllm", "1.1.0rc2.post2") == framework_preset("trtllm")
+    # TRT-LLM 1.0: the fitted host floor of its overlapped loop, and nothing else (perfmodel.framework)
+    assert dataclasses.replace(framework_preset("trtllm", "1.0.0rc3"), host_floor_s=0.0, host_floor_seq_s=0.0) \
+        == framework_preset("trtllm")
     with pytest.raises(ValueError, match="framework version 'latest'"):
         framework_preset("vllm", "latest")
     wl = make_workload({"arrival_s": np.zeros(2), "input_tokens": np.full(2, 256), "output_tokens": np.full(2, 8)})

@@ -8,10 +8,11 @@ so a refit value is a plain `simulate` setting.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable
 
 from perfmodel.framework import (TRTLLM_HOST_FLOOR_S, TRTLLM_HOST_FLOOR_SEQ_S, TRTLLM_HOST_FLOOR_VERSIONS,
-                                 VLLM_SYNC_STEP_OVERHEAD_S, framework_version_of)
+                                 VLLM_SYNC_STEP_OVERHEAD_S)
 
 from . import harness as H
 from .recipes import TRTLLM_DSR1_H100
@@ -43,12 +44,9 @@ def _aic(c: Case) -> bool:
 
 def _trtllm_host_floor(c: Case) -> bool:
     """An aggregated TRT-LLM row of a version the host floor's preset covers (TRT-LLM 1.0: the aiperf rows)."""
-    if c.policy != "layout" or c.backend != "trtllm":
-        return False
-    try:
-        return framework_version_of(c.version)[:2] in TRTLLM_HOST_FLOOR_VERSIONS
-    except ValueError:  # ("" or a build name such as gpt-oss-dev: not 1.0)
-        return False
+    m = re.match(r"(\d+)\.(\d+)", c.version or "")  # ("" or a build name such as gpt-oss-dev: none)
+    return c.policy == "layout" and c.backend == "trtllm" and m is not None \
+        and (int(m.group(1)), int(m.group(2))) in TRTLLM_HOST_FLOOR_VERSIONS
 
 
 def _sglang_srt(c: Case) -> bool:
