@@ -11,7 +11,8 @@ early (tests/test_sglang_chunked_prefill.py); after the fix 19 + 20 + 10 mixes x
   shift   the trace moved later in time gives the same latencies (nothing reads the absolute clock);
   causal  a request appended to arrive at t changes nothing that happened before t (no look-ahead: the front
           end and the stretches know future arrival times and must not act on them).
-2026-12-02: both clean over 27 mixes x 25 seeds (found nothing); the two CUDA-graph mixes added after, 10 seeds.
+2026-12-02: both clean over 27 mixes x 25 seeds (found nothing); the two CUDA-graph mixes added after, 10 seeds;
+the five host-floor mixes (2026-12-02) clean over 10 seeds, and both relations over 5.
 
     python benchmarks/differential_fuzz.py [--seeds 10] [--first-seed 0] [--max-prompt 9000] [--big] [--match TEXT]
         [--relation fast|shift|causal]
@@ -65,6 +66,14 @@ MIXES = [
     ("tp", {"framework": "sglang"}, {"priority_scheduling": True, "max_num_batched_tokens": 768}, False),
     ("tp", {"framework": "trtllm", "mtp": 1, "cuda_graph_padding": True, "cuda_graph_max_bs": 16}, {}, False),
     ("dp", {"framework": "sglang", "framework_version": "0.5.9", "cuda_graph_max_bs": 8}, {}, True),
+    # the host floor (runner.floored_line): TRT-LLM 1.0's fitted preset, and floors above MTP, attention-DP ticks and
+    # a disaggregated decode pool's kernels
+    ("dp", {"framework": "trtllm", "framework_version": "1.0.0rc3", "max_concurrency": 6}, {}, False),
+    ("tp", {"framework": "trtllm", "mtp": 1, "host_floor_us": 4000.0, "host_floor_seq_us": 50.0}, {}, False),
+    ("layout", {"framework": "trtllm", "layout": "dp=2,tp=1,ep=2", "model": "qwen3-30b-a3b", "host_floor_us": 6000.0,
+                "host_floor_seq_us": 100.0}, {"adp_balance": True, "adp_timeout_iters": 5}, False),
+    ("disagg", {"framework": "trtllm", "host_floor_us": 5000.0, "host_floor_seq_us": 80.0}, {}, False),
+    ("sidp", {"host_floor_us": 3000.0, "host_floor_seq_us": 60.0}, {}, True),
 ]
 BIG = [  # the served models of the measured files, on 8 x H200 (slower: --big)
     ("layout", {"framework": "sglang", "model": "deepseek-r1", "layout": "tp=8,ep=8"}, {}, False),
