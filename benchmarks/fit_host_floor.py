@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._shared import e2e_h100_csv  # noqa: E402
 from perfmodel.framework import TRTLLM_HOST_FLOOR_S, TRTLLM_HOST_FLOOR_SEQ_S  # noqa: E402
-from simulator.apps.validate.fits import _trtllm_host_floor  # noqa: E402
+from simulator.apps.validate.fits import trtllm_host_floor  # noqa: E402
 from simulator.apps.validate.pool import pool_map  # noqa: E402
 from simulator.apps.validate.replay import replay  # noqa: E402
 from simulator.apps.validate.rows import cases, read_measurements  # noqa: E402
@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--b-us", type=float, nargs="+", default=[0, 40, 60, 80, 100], help="per-sequence floor (us)")
     a = ap.parse_args()
     found, _ = cases(read_measurements(a.measurements))
-    rows = [c for c in found if _trtllm_host_floor(c)]
+    rows = [c for c in found if trtllm_host_floor(c)]
     grid = [(x, y) for x in a.a_us for y in a.b_us]
     out = pool_map(_one, [(x, y, c) for x, y in grid for c in rows], a.jobs)
     models = sorted({c.model.split("/")[-1] for c in rows})

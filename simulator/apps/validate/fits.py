@@ -42,7 +42,7 @@ def _aic(c: Case) -> bool:
     return c.policy == "layout" and H.source_of(c) == "aic"
 
 
-def _trtllm_host_floor(c: Case) -> bool:
+def trtllm_host_floor(c: Case) -> bool:
     """An aggregated TRT-LLM row of a version the host floor's preset covers (TRT-LLM 1.0: the aiperf rows)."""
     m = re.match(r"(\d+)\.(\d+)", c.version or "")  # ("" or a build name such as gpt-oss-dev: none)
     return c.policy == "layout" and c.backend == "trtllm" and m is not None \
@@ -72,10 +72,10 @@ FITS = (
         (0.0, 70.0, 100.0, 140.0, 180.0), 0.0, "ttft", lambda c: _sglang_srt(c) and c.concurrency == 1, _sglang_srt,
         lambda: H.SGLANG_PD_HANDOFF_S * 1e3),
     Fit("perfmodel.framework.TRTLLM_HOST_FLOOR_S", "benchmarks/fit_host_floor.py", "host_floor_us",
-        (0.0, 1000.0, 2000.0, 3000.0, 4000.0), 0.0, "tpot", _trtllm_host_floor, _trtllm_host_floor,
+        (0.0, 1000.0, 2000.0, 3000.0, 4000.0), 0.0, "tpot", trtllm_host_floor, trtllm_host_floor,
         lambda: TRTLLM_HOST_FLOOR_S * 1e6),
     Fit("perfmodel.framework.TRTLLM_HOST_FLOOR_SEQ_S", "benchmarks/fit_host_floor.py", "host_floor_seq_us",
-        (0.0, 40.0, 60.0, 80.0, 100.0), 0.0, "tpot", _trtllm_host_floor, _trtllm_host_floor,
+        (0.0, 40.0, 60.0, 80.0, 100.0), 0.0, "tpot", trtllm_host_floor, trtllm_host_floor,
         lambda: TRTLLM_HOST_FLOOR_SEQ_S * 1e6),
     Fit("simulator.apps.validate.harness.DEEPEP_NORMAL_CALL_S", "benchmarks/fit_deepep_call.py", "moe_a2a_call_us",
         (0.0, 100.0, 150.0, 200.0, 250.0), 0.0, "tpot", _plain_dep16_only,
