@@ -67,7 +67,8 @@ def floored_line(line: DecodeLine, k0: float, n: int, floor_s: float) -> DecodeL
     floor of `floor_s` a step: each step takes max(c0 + c1 x keys, floor_s). The line grows with the keys, so it
     crosses the floor at most once: from the first step on above it, `line` itself; else the floor, for the steps
     whose line lies at or below it (at least one: the caller asks again after them, then from above the floor).
-    Exact as step by step (Runner.step_s) takes it, step for step: the same comparison at the same keys."""
+    Step by step (Runner.step_s) makes the same comparison at the same keys (equal up to the rounding any stretch's
+    closed form has: tests/test_host_floor.py, benchmarks/differential_fuzz.py)."""
     c0, c1, steps = line
     if c0 + c1 * k0 >= floor_s:
         return line
