@@ -109,7 +109,7 @@ class Framework:
     # until it takes longer than the kernels; then the GPU waits and the step takes the host's time: a step takes
     # max(its time, this floor) (simulator.engine.runner). 0: the host keeps up (every preset but TRT-LLM 1.0's,
     # TRTLLM_HOST_FLOOR_S below). Where the floor lies above a decode stretch's first steps, the stretch runs at the
-    # floor until its kernels' line crosses it (runner.floored_line), so the closed form stays exact.
+    # floor until its kernels' line crosses it (runner.floored_line): the closed form equals step by step, to rounding.
     host_floor_s: float = 0.0
     host_floor_seq_s: float = 0.0
     # The profile's fp8 GEMM rows and compute-scale table are this framework's own kernels (TRT-LLM 1.3.0rc20's

@@ -39,11 +39,15 @@ class Runner:
     def single(cls, name: str, table, floor: tuple = (0.0, 0.0)) -> "Runner":
         return cls({name: table}, lambda tokens: name, floor)
 
+    def floor_at(self, seqs: int) -> float:
+        """The host floor of a step of `seqs` sequences (seconds; 0 without a floor)."""
+        return self.floor_s + self.floor_seq_s * seqs
+
     def step_s(self, table, agg, rank_tokens=None) -> float:
         """Seconds of one step of aggregates `agg` on `table`: its time, or the host floor where that is longer."""
         t = table.step_s(agg) if rank_tokens is None else table.step_s(agg, rank_tokens=rank_tokens)
         if self.floored:
-            h = self.floor_s + self.floor_seq_s * (agg.prefill_seqs + agg.decode_seqs)
+            h = self.floor_at(agg.prefill_seqs + agg.decode_seqs)
             return h if h > t else t
         return t
 
@@ -54,12 +58,12 @@ class Runner:
         (fewer, down to 1: the engine then runs one step and asks again)."""
         if type(table) is not StepTable:
             line = table.decode_line(n, k0, steps)
-            return floored_line(line, k0, n, self.floor_s + self.floor_seq_s * n) if self.floored else line
+            return floored_line(line, k0, n, self.floor_at(n)) if self.floored else line
         got = self._affine.get((mode, n))
         if got is None:
             got = self._affine[(mode, n)] = table.decode_affine(n)
         line = tuple.__new__(DecodeLine, (got.c0_s, got.c1_s_per_key, steps))  # (scheduler.Schedule's note)
-        return floored_line(line, k0, n, self.floor_s + self.floor_seq_s * n) if self.floored else line
+        return floored_line(line, k0, n, self.floor_at(n)) if self.floored else line
 
 
 def floored_line(line: DecodeLine, k0: float, n: int, floor_s: float) -> DecodeLine:

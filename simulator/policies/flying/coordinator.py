@@ -50,7 +50,8 @@ class Coordinator:
             mode = f"tp{k * self.unit.tp}"
             table = self.table_fn(ParallelLayout(tp=k * self.unit.tp))
             lim = dataclasses.replace(u.limits, block_size=u.limits.block_size * k)  # block_size_TP = k x DP
-            g = Engine(env=self.env, index=start, runner=Runner.single(mode, table, (u.runner.floor_s, u.runner.floor_seq_s)), limits=lim, kv_capacity_tokens=0,
+            runner = Runner.single(mode, table, (u.runner.floor_s, u.runner.floor_seq_s))  # (the units' host floor)
+            g = Engine(env=self.env, index=start, runner=runner, limits=lim, kv_capacity_tokens=0,
                        recs=self.recs, steps=self.steps, fast_forward=u.fast_forward, arrivals_due=u.arrivals_due,
                        kv_per_gpu_divisor=k)  # (its rows' KV per GPU against the unit's capacity)
             g.report_queue(self.queued)
