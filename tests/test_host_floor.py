@@ -4,8 +4,6 @@ alike (simulator.engine.runner.floored_line); TRT-LLM 1.0's preset carries the f
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ from test_differential_policies import assert_same, both, trace, traces
 
 from perfmodel.framework import (DEFAULT_FRAMEWORK, TRTLLM_HOST_FLOOR_S, TRTLLM_HOST_FLOOR_SEQ_S, framework_preset,
                                  with_deployment)
+from simulator.apps.cli import main
 from simulator.engine.config import framework_engine
 from simulator.engine.runner import DecodeLine, floored_line
 from simulator.run import RunSpec, run
@@ -108,19 +107,20 @@ def test_lock_stepped_ranks_each_wait_for_their_floor():
     assert len(dec) and (dec["duration_s"] / dec["steps"]).to_numpy() == pytest.approx(20e-3 + 3 * 60e-6, rel=1e-9)
 
 
-def test_seesaw_refuses_a_floor_in_one_line():
-    r = subprocess.run([sys.executable, "-m", "simulator.apps.cli", "--trace", "synthetic:batch?n=4&input=100&output=10",
-                        "--policy", "seesaw", "--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "4",
-                        "--host-floor-us", "2000"], capture_output=True, text=True)
-    assert r.returncode == 2 and "seesaw" in r.stderr and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+SMALL = ["--trace", "synthetic:batch?n=4&input=100&output=10", "--model", "llama-3.1-8b", "--hardware", "h100",
+         "--gpus", "4"]
 
 
-def test_a_negative_floor_is_one_line():
-    r = subprocess.run([sys.executable, "-m", "simulator.apps.cli", "--trace", "synthetic:batch?n=4&input=100&output=10",
-                        "--policy", "tp", "--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "4",
-                        "--host-floor-seq-us", "-5"], capture_output=True, text=True)
-    assert r.returncode == 2 and "host_floor_seq_us" in r.stderr and "Traceback" not in r.stderr
+def test_seesaw_refuses_a_floor_in_one_line(capsys):
+    assert main([*SMALL, "--policy", "seesaw", "--host-floor-us", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "seesaw" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_negative_floor_is_one_line(capsys):
+    assert main([*SMALL, "--policy", "tp", "--host-floor-seq-us", "-5"]) == 2
+    err = capsys.readouterr().err
+    assert "host_floor_seq_us" in err and "Traceback" not in err
 
 
 def test_default_framework_has_no_floor():
