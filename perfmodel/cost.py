@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from . import linear_attn, mla, ops
+from . import linear_attn, misc_kernels, mla, ops
 from .batch import StepBatch, micro_batch
 from .calibration.moe_shapes import shape_key
 from .comm import ep_replicated, padded_tokens, placed, step_calls
@@ -142,7 +142,7 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, r
     # norms (2 x read+write n*d), rotary (q, k), SiLU*mul (read 2f write f), residual adds, KV write
     f_tp = (spec.dense_ffn_width if not moe else spec.intermediate_size * spec.experts_per_token) / tp
     ew_bytes = n_loc * ACT_BYTES * (8 * d + 3 * f_tp + 2 * (q_tp + kv_tp))
-    elementwise = ops.elementwise_time_s(ew_bytes, hw) + fw.misc_kernels_per_layer * fw.misc_kernel_floor_s
+    elementwise = ops.elementwise_time_s(ew_bytes, hw) + misc_kernels.per_layer(fw, spec, tp, moe) * fw.misc_kernel_floor_s
     return gemm, np.where(n_loc > 0, elementwise, 0.0)
 
 

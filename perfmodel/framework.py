@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from . import graphs
+from . import graphs, misc_kernels
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -34,6 +34,9 @@ class Framework:
     # quantisation): launch floor each, ~2 us on Hopper under CUDA graphs.
     misc_kernels_per_layer: int = 6
     misc_kernel_floor_s: float = 2e-6
+    # the framework's own count by model class, TP and KV dtype where derived from its source
+    # (perfmodel/misc_kernels.py: TRT-LLM's PyTorch backend); "": misc_kernels_per_layer for every model
+    misc_rule: str = ""
     custom_all_reduce: bool = True  # vLLM's one-/two-shot all-reduce for small TP messages
     # Memory plan: vLLM's gpu_memory_utilization and a per-GPU reserve for activations, CUDA graphs,
     # NCCL buffers and the non-torch CUDA context beyond what utilisation leaves free (~1.5 GB:
@@ -198,7 +201,7 @@ FRAMEWORKS = {
     "trtllm": Framework(name="trtllm", gpu_memory_utilization=0.9, kv_fraction_of_free=True, schedule_ahead=True,
                         step_overhead_s=0.0, tokenize_s_per_token=TOKENIZE_S_PER_TOKEN["text"],
                         own_fp8_gemm_table=True, graph_rule=graphs.TRTLLM, cuda_graph_decode_only=True,
-                        cuda_graph_padding=False),
+                        cuda_graph_padding=False, misc_rule=misc_kernels.TRTLLM),
 }
 
 

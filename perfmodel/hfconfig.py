@@ -237,7 +237,7 @@ def spec_fields(cfg: dict, name: str = "") -> dict:
         raise ValueError(f"config {name}: missing field {e.args[0]!r}") from None
     window, n_sliding = sliding_fields(cfg, mt, layers, name)
     fields = dict(
-        name=name, num_layers=layers, hidden_size=d, num_heads=nh,
+        name=name, model_type=mt, num_layers=layers, hidden_size=d, num_heads=nh,
         num_kv_heads=int(cfg.get("num_key_value_heads") or nh), head_dim=int(cfg.get("head_dim") or d // nh),
         intermediate_size=int(cfg.get("intermediate_size") or 0), vocab_size=vocab,
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 0),

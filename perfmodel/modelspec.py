@@ -43,9 +43,8 @@ class ModelSpec:
     tie_embeddings: bool = False
     sliding_window: int = 0  # window of sliding-attention layers (0: none)
     num_sliding_layers: int = 0
-    # chunked local attention (Llama-4's attention_chunk_size on 3 of 4 layers): costed as full
-    # attention, which it is while a request's context stays within one chunk; runs refuse longer
-    # requests naming the field (simulator: reject reason, estimate: error) until it is modelled
+    # chunked local attention (Llama-4's attention_chunk_size on 3 of 4 layers): costed as full attention, which it
+    # is while a request's context stays in one chunk; longer requests are refused naming the field until modelled
     attention_chunk_tokens: int = 0
     # multi-head latent attention (DeepSeek-V2/V3, Kimi-K2; 0: GQA). The KV cache holds one latent of
     # kv_lora_rank + qk_rope_head_dim elements per token per layer; head_dim = nope + rope (q/k width),
@@ -74,6 +73,7 @@ class ModelSpec:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     fp8_scales: str = "dynamic"  # fp8 activation scales, formats.FP8_SCALES (static: calibrated in the checkpoint)
+    model_type: str = ""  # the config's model_type (its text config's): which decoder-layer class a framework runs
 
     def __post_init__(self):
         for f in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size",

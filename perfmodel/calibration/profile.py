@@ -26,7 +26,8 @@ from .moe_table import moe_ratio  # noqa: F401 (re-exported: tests import it fro
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "profiles"
 FORMAT = "parallelism-sim calibrated profile 1"
 NOT_CALIBRATED = {
-    "elementwise": "datasheet HBM bandwidth (hardware preset; not calibrated)",
+    "elementwise": ("datasheet HBM bandwidth (hardware preset; not calibrated) + a launch floor per misc kernel "
+                    "(the framework's count: perfmodel/misc_kernels.py)"),
     "overhead": "Framework defaults (perfmodel/framework.py; not calibrated)",
     "pipeline_bubble": "idle pipeline stages: derived from the calibrated stage time",
 }
