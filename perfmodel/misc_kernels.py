@@ -34,7 +34,8 @@ offsets, as the stored copies carry no line numbers):
 * MLA (attention.py @c6d3bb2a ~31.9k, ~48.9k, ~15.2k): q_a and kv_a layernorms (2), the latent concat (1),
   RoPE + latent-KV append (1), and with fp8 weights the batched quantisation before the k_b and v_b BMMs (2).
 
-Other model classes on TRT-LLM, and vLLM and SGLang, keep the generic count (not derived).
+Other model classes on TRT-LLM, and vLLM and SGLang, keep the generic count (not derived). The count was read for
+Hopper (the QGMMA XQA condition is SM90's) and is used as is on other GPUs (not read for them).
 """
 from __future__ import annotations
 
