@@ -170,7 +170,8 @@ SYNC_STEP_OVERHEAD_S = 1.0e-3
 
 # Host floor of TRT-LLM 1.0's PyExecutor under its overlap scheduler (Framework.host_floor_s, host_floor_seq_s),
 # FITTED by `python benchmarks/fit_host_floor.py` on the TPOT of the 479 H100 TRT-LLM 1.0.0rc3 aiperf rows (the only
-# TRT-LLM 1.0 rows; 2026-12-02: 0 / 0 us 9.5%, 2000 / 80 us 8.8%, **3000 / 40 us 8.6%**, 4000 / 40 us 8.8%;
+# TRT-LLM 1.0 rows; 2026-12-03, after perfmodel/misc_kernels.py: 0 / 0 us 10.1%, 2000 / 80 us 8.9%, **3000 / 40 us
+# 8.5%** (level with 3000 / 60), 4000 / 40 us 8.7%; 2026-12-02: 9.5 / 8.8 / 8.6 / 8.8%;
 # docs/fidelity.md has the held-out check). Their small-model rows show it: the replayed Llama-3.1-8B TPOT fell
 # 10-60% short of the measured at TP4 / TP8 (kernels of 2-5 ms a step), 5-10% at TP1 (10.3% -> 8.3% with the floor),
 # while Qwen3-32B and Qwen3-235B, whose kernels outlast it, are unmoved. Other TRT-LLM versions: not fitted (0; the
