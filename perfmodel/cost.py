@@ -142,7 +142,8 @@ def _layer_gemm_ew_s(spec, layout, hw, tokens, moe: bool, prof, fw: Framework, r
     # norms (2 x read+write n*d), rotary (q, k), SiLU*mul (read 2f write f), residual adds, KV write
     f_tp = (spec.dense_ffn_width if not moe else spec.intermediate_size * spec.experts_per_token) / tp
     ew_bytes = n_loc * ACT_BYTES * (8 * d + 3 * f_tp + 2 * (q_tp + kv_tp))
-    elementwise = ops.elementwise_time_s(ew_bytes, hw) + misc_kernels.per_layer(fw, spec, tp, moe) * fw.misc_kernel_floor_s
+    misc_s = misc_kernels.per_layer(fw, spec, tp, moe) * fw.misc_kernel_floor_s  # launch floors (perfmodel/misc_kernels.py)
+    elementwise = ops.elementwise_time_s(ew_bytes, hw) + misc_s
     return gemm, np.where(n_loc > 0, elementwise, 0.0)
 
 

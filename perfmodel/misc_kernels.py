@@ -45,7 +45,7 @@ TRTLLM = "trtllm-pytorch"  # Framework.misc_rule of TensorRT-LLM's PyTorch backe
 _FAMILY = {"llama": "llama", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe", "gpt_oss": "gpt_oss",
            "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3"}
 _AR_FUSION = {"qwen3_moe", "gpt_oss", "deepseek_v3"}  # norms fused into the all-reduces at attention TP > 1
-_LLAMA_FUSION_MIN_HIDDEN = 4097  # Llama fuses only when hidden_size > 4096
+_LLAMA_FUSION_ABOVE_HIDDEN = 4096  # Llama fuses only when hidden_size > 4096
 
 
 def trtllm_per_layer(spec, attn_tp: int, moe: bool) -> int | None:
@@ -54,15 +54,13 @@ def trtllm_per_layer(spec, attn_tp: int, moe: bool) -> int | None:
     fam = _FAMILY.get(spec.model_type)
     if fam is None:
         return None
-    fused = attn_tp > 1 and (fam in _AR_FUSION or (fam == "llama" and spec.hidden_size >= _LLAMA_FUSION_MIN_HIDDEN))
+    fused = attn_tp > 1 and (fam in _AR_FUSION or (fam == "llama" and spec.hidden_size > _LLAMA_FUSION_ABOVE_HIDDEN))
     n = 0 if fused else 2  # NORM x 2
     if fam == "deepseek_v3":
         n += 4 + (2 if spec.weight_dtype == "fp8" else 0)  # MLA: 2 norms, concat, RoPE + latent append, BMM quants
         return n + (2 + 2 if moe else 1)  # routing x 2, shared-expert ACT + add; a dense layer's ACT
-    if fam == "qwen3":
+    if fam in ("qwen3", "qwen3_moe"):
         n += 2  # fused_qk_norm_rope + KV append
-    elif fam == "qwen3_moe":
-        n += 2
     elif fam == "gpt_oss":
         n += 1  # YaRN: ROPE/KV apart
     else:  # llama: ROPE/KV in the QGMMA XQA kernel with an fp8 KV cache

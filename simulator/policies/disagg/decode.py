@@ -31,7 +31,7 @@ class DecodeEngine(EngineCore):
     can_reserve / reserve / deliver for the Coordinator."""
 
     def __init__(self, *, env, index, table, max_seqs, capacity_tokens, block_size, recs, steps,
-                 fast_forward: bool = True, spec=None, num_layers: int = 1, floor: tuple = (0.0, 0.0)):
+                 fast_forward: bool = True, spec=None, num_layers: int = 1, floor_at=None):
         super().__init__(env=env, index=index, recs=recs, steps=steps, fast_forward=fast_forward)
         self.table, self.max_seqs, self.block_size = table, int(max_seqs), int(block_size)
         self.num_blocks = int(capacity_tokens) // self.block_size
@@ -39,7 +39,7 @@ class DecodeEngine(EngineCore):
         self.slots = 0  # admitted requests (in transfer or running)
         self.run: list = []  # running requests (positions); `waiting`: delivered, joining at the next step
         self.spec, self.num_layers = spec, num_layers  # perfmodel.specdec.SpecDecode or None
-        self.floor = floor if floor[0] > 0 or floor[1] > 0 else None  # the loop's host floor (runner.floored_line)
+        self.floor_at = floor_at  # seqs -> the loop's host floor (Runner.floor_at; None: no floor)
         # the attention-DP ranks of this instance's EP group (the Coordinator sets them): their routed experts
         # serve the group's tokens, costed at the members' mean load when a stretch starts
         self.siblings: list = [self]
@@ -102,9 +102,8 @@ class DecodeEngine(EngineCore):
             load = self._load if self.table.dispatch and len(self.siblings) > 1 else None
             line = (per_token_affine(self.table, n, self.spec, self.num_layers, load) if self.spec is not None
                     else self.table.decode_affine(n, load(1) if load else None))
-            if self.floor is not None:  # at the floor up to where the kernels' line crosses it
-                floor_s = self.floor[0] + self.floor[1] * n
-                line = floored_line(DecodeLine(line.c0_s, line.c1_s_per_key, k), keys, n, floor_s)
+            if self.floor_at is not None:  # at the floor up to where the kernels' line crosses it
+                line = floored_line(DecodeLine(line.c0_s, line.c1_s_per_key, k), keys, n, self.floor_at(n))
                 k = line.steps
             start = env.now
             if k > 1 and self.fast_forward:

@@ -89,7 +89,7 @@ def _decode_maker(coord: Coordinator, j: int, seqs: int | None, spec_dec):
         e = DecodeEngine(env=env, index=index, table=runner.tables["decode"], max_seqs=seqs or max_seqs,
                          capacity_tokens=kv_capacity_tokens, block_size=ec.block_size, recs=recs, steps=steps,
                          fast_forward=ec.fast_forward, spec=spec_dec,
-                         num_layers=coord.spec.num_layers, floor=(runner.floor_s, runner.floor_seq_s))
+                         num_layers=coord.spec.num_layers, floor_at=runner.floor_at if runner.floored else None)
         coord.attach_decode(j, e)
         return e
     return make
