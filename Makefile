@@ -5,7 +5,9 @@ PY ?= python3
 VENV := .venv
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
-PACKAGING := pyproject.toml setup.py requirements-run.txt
+# the compiled engine core (setup.py, simulator/native.py) is rebuilt whenever one of its sources changes
+NATIVE_SRC := $(wildcard simulator/native.py simulator/engine/*.py simulator/cluster/*.py)
+PACKAGING := pyproject.toml setup.py requirements-run.txt $(NATIVE_SRC)
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)

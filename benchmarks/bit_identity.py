@@ -9,9 +9,11 @@ of the request and step frames, and the step rows. Run it before and after a cha
 outputs: an empty diff means every number of every run is the same bit for bit.
 
     python benchmarks/bit_identity.py > before.txt   # (then change, rerun into after.txt, diff)
+    python benchmarks/bit_identity.py --quick        # 120 synthetic requests only (tests/test_native.py)
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 
@@ -31,11 +33,10 @@ CASES = [("tp", {}), ("dp", {}), ("pp", {}), ("sp", {}), ("shift", {}), ("sidp",
          ("dp", {"engine_kw": {"enable_prefix_caching": False}})]
 
 
-def synthetic() -> Workload:
-    """400 requests, bursts of 30 at 4x the gaps, prompts of 1-6,000 tokens, outputs 0 to 700; each
+def synthetic(n: int = 400) -> Workload:
+    """n (400) requests, bursts of 30 at 4x the gaps, prompts of 1-6,000 tokens, outputs 0 to 700; each
     prompt's 512-token blocks start with up to 3 its group (one of 5) shares, then its own."""
     rng = np.random.default_rng(3)
-    n = 400
     gaps = rng.exponential(0.02, n) * (1 + 3 * (np.arange(n) % 100 < 30))
     gaps[0] = 0.0
     inp = rng.integers(1, 6000, n)
@@ -53,7 +54,13 @@ def frames_hash(r) -> str:
 
 
 def main() -> None:
-    for name, w in (("synthetic", synthetic()), ("burstgpt", load_trace("burstgpt.csv"))):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="the synthetic workload alone, 120 requests: every case in "
+                   "seconds (tests/test_native.py: the compiled engine core against its sources)")
+    a = p.parse_args()
+    loads = (("synthetic", synthetic(120)),) if a.quick else (("synthetic", synthetic()),
+                                                              ("burstgpt", load_trace("burstgpt.csv")))
+    for name, w in loads:
         for policy, extra in CASES:
             extra = dict(extra)
             fw, engine_kw = extra.pop("framework", "vllm"), extra.pop("engine_kw", {})

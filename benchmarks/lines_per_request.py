@@ -16,10 +16,11 @@ import collections
 import os
 import sys
 
-import perfmodel
-import simulator
-from simulator.run import RunSpec, run
-from simulator.workload import load_trace
+os.environ["PSIM_NATIVE"] = "0"  # sys.settrace sees Python lines only: the engine core's sources (simulator/native.py)
+import perfmodel  # noqa: E402
+import simulator  # noqa: E402
+from simulator.run import RunSpec, run  # noqa: E402
+from simulator.workload import load_trace  # noqa: E402
 
 ROOTS = tuple(os.path.dirname(m.__file__) + os.sep for m in (simulator, perfmodel))
 

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from simulator import native
 from simulator.run import RunSpec, run
 from simulator.workload import load_trace
 
@@ -84,7 +85,8 @@ def main() -> None:
                    "(vllm, sglang, trtllm: each framework's own admission rule under overload)")
     p.add_argument("--strict", action="store_true", help="exit 1 when a load costs over 2x the lightest per request")
     a = p.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; engine core "
+          + ("compiled (mypyc: setup.py)" if native.runs_compiled() else "pure Python (PSIM_NATIVE=0 or not built)"))
     worst = 0.0
     for fw in a.frameworks.split(","):
         sat = saturated_rate(fw)

@@ -40,6 +40,7 @@ import numpy as np
 
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
+from simulator import native
 from simulator.cluster.simulate import SimConfig, simulate
 from simulator.results.metrics import summarize
 from simulator.workload import load_trace
@@ -200,7 +201,8 @@ def main() -> None:
     p.add_argument("--cli-only", action="store_true", help="only the CLI path (subprocess runs, then phases)")
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
-          f"on {os.cpu_count()} CPUs")
+          f"on {os.cpu_count()} CPUs; engine core "
+          + ("compiled (mypyc: setup.py)" if native.runs_compiled() else "pure Python (PSIM_NATIVE=0 or not built)"))
     if args.cli_only:
         cli_path()
         return

@@ -14,6 +14,10 @@ import importlib
 import sys
 import types
 
+from . import native
+
+native.use_sources_if()  # (before any engine module is imported: simulator/native.py)
+
 _API = {  # name -> (module, attribute; None: the module itself, callable)
     "run": ("simulator.run", None), "rerun": ("simulator.rerun", None),
     "RunSpec": ("simulator.run", "RunSpec"), "Run": ("simulator.run", "Run"),

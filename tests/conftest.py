@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from simulator import native
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -17,6 +21,18 @@ def shared_dir() -> Path | None:
         if (c / "data").is_dir():
             return c
     return None
+
+
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked `sources` (it patches engine functions, or traces the engine's Python lines) runs in a
+    pytest of its own under PSIM_NATIVE=0 where the engine core runs compiled here (simulator/native.py):
+    compiled modules call each other directly, in C, so a patch or sys.settrace would not see them."""
+    if pyfuncitem.get_closest_marker("sources") is None or not native.runs_compiled():
+        return None
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
+                       cwd=REPO, env={**os.environ, "PSIM_NATIVE": "0"}, capture_output=True, text=True)
+    assert r.returncode == 0, f"{pyfuncitem.nodeid} under PSIM_NATIVE=0:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
+    return True
 
 
 @pytest.fixture

@@ -124,6 +124,7 @@ def test_a_planted_sidp_bug_is_caught():
         assert_same(ff, sbs)
 
 
+@pytest.mark.sources  # (patches the engine / traces its lines: tests/conftest.py)
 def test_a_planted_stretch_bug_is_caught():
     """A stretch planned past the KV bound (the engine's closed form ignoring free blocks)."""
     from simulator.engine import step

@@ -48,6 +48,7 @@ def lines_per_request(rate_rps: float, framework: str) -> float:
     return count[0] / N
 
 
+@pytest.mark.sources  # (patches the engine / traces its lines: tests/conftest.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", ["vllm", "sglang", "trtllm"])
 def test_overload_costs_at_most_twice_per_request(framework):

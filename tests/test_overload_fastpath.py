@@ -35,6 +35,7 @@ def test_fast_path_equals_step_by_step_under_overload(framework_rule):
     assert len(fast.steps) < len(slow.steps)
 
 
+@pytest.mark.sources  # (patches the engine / traces its lines: tests/conftest.py)
 def test_tail_arrivals_into_a_refused_queue_leave_the_stretch_alone():
     """The same run with every tail arrival cutting the stretch (the rule before issue 36): the same
     requests (to rounding), more step rows; so the rule acts here and changes nothing but the cost."""

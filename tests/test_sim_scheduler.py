@@ -145,6 +145,7 @@ def test_priority_scheduling_serves_lower_priority_value_first():
     assert order == [0, 0, 0, 1, 1, 1]
 
 
+@pytest.mark.sources  # (patches the engine / traces its lines: tests/conftest.py)
 def test_reserve_full_prompt_admits_only_prompts_that_fit_whole(monkeypatch):
     """--reserve-full-prompt (later vLLM's --scheduler-reserve-full-isl): a waiting request is
     admitted only if its whole prompt (+ recompute) fits the free blocks left for it, checked at

@@ -15,6 +15,7 @@ when the slot is handed over.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from simulator.engine.stretch import delay_toward
 
@@ -29,8 +30,8 @@ class Arrivals:
         self.turnaround_s = turnaround_s if max_concurrency else 0.0  # (open loop: no client slots)
         self.in_flight = 0
         self.next_s = math.inf  # arrival time the process waits for (inf: it waits for none)
-        self._flushed = None  # the event engines wait on while arrivals of this instant are due
-        self._slot = None  # closed loop: the event a completion frees a slot with
+        self._flushed: Any = None  # the event engines wait on while arrivals of this instant are due
+        self._slot: Any = None  # closed loop: the event a completion frees a slot with
         self._pos = 0  # open loop: the next request to issue
 
     def start(self) -> None:

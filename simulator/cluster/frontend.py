@@ -26,6 +26,7 @@ such arrivals: they reach no engine before they are tokenized.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from simulator.engine.stretch import delay_toward
 
@@ -46,9 +47,9 @@ class Tokenizer:
         self.batch: list = []  # the batch being collected or tokenized (positions)
         self.deadline_s = -1.0  # when the open window closes (prompts sent before it join the batch)
         self.end_s = 0.0  # when the batch's tokenizer call returns
-        self._end = None  # the pending timeout towards that return (a superseded one is ignored)
+        self._end: Any = None  # the pending timeout towards that return (a superseded one is ignored)
         self._end_at = self._return_s = 0.0  # when that timeout fires; when the call returns (>= it)
-        self._sends = None  # `feed`: [send times by position, tokens_of, next position, its cost once asked]
+        self._sends: Any = None  # `feed`: [send times by position, tokens_of, next position, its cost once asked]
 
     @property
     def active(self) -> bool:

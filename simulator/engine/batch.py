@@ -57,34 +57,35 @@ class RunningBatch:
 
     def __init__(self, block_size: int, clip_tokens: int | None = None):
         self.block_size = block_size
-        self.idx: list = []  # request positions in the workload
-        self.prompt: list = []  # input tokens
-        self.output: list = []  # output tokens to generate (0: prefill only)
-        self.cbase: list = []  # computed - clock: tokens whose KV is cached
-        self.gbase: list = []  # generated - clock: output tokens sampled so far
+        self.idx: list[int] = []  # request positions in the workload
+        self.prompt: list[int] = []  # input tokens
+        self.output: list[int] = []  # output tokens to generate (0: prefill only)
+        self.cbase: list[int] = []  # computed - clock: tokens whose KV is cached
+        self.gbase: list[int] = []  # generated - clock: output tokens sampled so far
         self.clock = 0  # uniform decode steps so far (D)
         self.sum_cbase = 0
         self.used_blocks = 0
-        self.phase: list = [0] * block_size  # requests by cbase mod block_size (who open a block together)
+        self.phase: list[int] = [0] * block_size  # requests by cbase mod block_size (who open a block together)
         self.decoding = True
         self.lead = 0  # batch positions [0, lead) decode next: generated > 0 and one token wanted (grow_lead)
-        self.own: list = []  # KV blocks each request holds through the prefix cache (not its own)
+        self.own: list[int] = []  # KV blocks each request holds through the prefix cache (not its own)
         # completion order: a heap of (output - gbase, position) as one int (POS_SPAN) — a request finishes when
         # the clock reaches its key — with stale entries (key changed, request gone) dropped when they surface
-        self._left: list = []
-        self._key: dict = {}  # position in the workload -> its current key
+        self._left: list[int] = []
+        self._key: dict[int, int] = {}  # position in the workload -> its current key
         # admission numbers, increasing along the running order (requests join at the tail and leave in place),
         # so a request's batch position is a bisection, not a scan of the batch (issue 36: list.index was ~6%
         # of an overloaded run, ~470 running)
-        self._seq: list = []
-        self._seq_of: dict = {}  # position in the workload -> its admission number
+        self._seq: list[int] = []
+        self._seq_of: dict[int, int] = {}  # position in the workload -> its admission number
         self._next_seq = 0
         # SGLang's reservation, sum of min(output - generated, clip) (output_left), in O(requests past the clip):
         # the keys' sum (output - generated = key - clock), and the requests whose key was past clock + clip when
         # set (the clock only grows, so one that falls below stays below until its key changes)
         self.sum_key = 0
         self.full_blocks = 0  # blocks the requests' whole lengths (prompt + output) take: TRT-LLM's reservations
-        self._clip, self._over = clip_tokens, {}
+        self._clip = clip_tokens
+        self._over: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.idx)
@@ -130,7 +131,7 @@ class RunningBatch:
             heapq.heappop(heap)
         return (heap[0] >> POS_BITS) - self.clock
 
-    def finished(self, exclude=()) -> list:
+    def finished(self, exclude=()) -> list[int]:
         """Batch positions (ascending) of requests with every output token sampled, less those in
         `exclude` (requests whose step the caller judges itself, e.g. prompts still in prefill)."""
         heap, key, out, keep, last = self._left, self._key, [], [], -1
@@ -224,7 +225,7 @@ class RunningBatch:
         self.used_blocks -= own - self.own[i]
         self.own[i] = own
 
-    def remove(self, at: list) -> list:
+    def remove(self, at: list[int]) -> list:
         """Drop the requests at batch positions `at` (ascending); what they left (Left, in order)."""
         d, gone = self.clock, []
         idx, prompt, output, cbase, gbase, own, seq = (self.idx, self.prompt, self.output, self.cbase, self.gbase,

@@ -19,6 +19,9 @@ columns each engine writes go through here or through engine/step.py (tests/test
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
+
+from mypy_extensions import mypyc_attr
 
 from .stretch import Stretch, cut_stretch, sleep_stretch
 
@@ -29,7 +32,8 @@ class Wakeup:
     __slots__ = ("env", "_event")
 
     def __init__(self, env):
-        self.env, self._event = env, None
+        self.env = env
+        self._event: Any = None
 
     def wait(self):
         """Sleep until `wake` (a simpy generator: `yield from wakeup.wait()`)."""
@@ -46,6 +50,7 @@ class Wakeup:
         return False
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (compiled: policies' engine kinds subclass it: setup.py)
 class EngineCore:
     """State and steps every engine kind shares (module docstring). `total_tokens[pos]`: the tokens a
     request holds here at most (prompt + output; a prefill instance's output is its first token only),
@@ -62,9 +67,10 @@ class EngineCore:
         self.outstanding_requests = 0
         self.finish_hooks: list = []  # f(pos) after each completion (the cluster's, a policy's)
         self.idle = Wakeup(env)
-        self._stretch = None  # the decode stretch in progress, while it may be cut short
+        self.proc: Any = None  # the engine's simpy process (set by the engine kind)
+        self._stretch: Any = None  # the decode stretch in progress, while it may be cut short
         self._codes: dict = {}  # mode name -> its code in the step records
-        self._queued = None  # () -> requests queued where the policy queues them (rows' `waiting`)
+        self._queued: Any = None  # () -> requests queued where the policy queues them (rows' `waiting`)
         # rows' KV in one GPU's DP-token equivalents: a Flying TP group of k units reports its TP tokens / k
         self.kv_per_gpu_divisor = kv_per_gpu_divisor
 
@@ -87,7 +93,7 @@ class EngineCore:
         self.outstanding_tokens -= self.total_tokens[pos]
         self.outstanding_requests -= 1
 
-    def complete(self, pos: int, generated: int) -> None:
+    def complete(self, pos: int, generated) -> None:  # (untyped: numpy ints from engine kinds' records)
         """Request `pos` ends here now with `generated` tokens (finish hooks: `report`)."""
         now, recs = self.env.now, self.recs
         self.finish_s[pos] = now

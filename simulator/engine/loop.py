@@ -17,6 +17,8 @@ apply) are for a Lockstep group (lockstep.py) too.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import batchwait, step
@@ -64,14 +66,16 @@ class Engine(EngineCore):
         # () -> an event to wait for before applying a step that ends now, while arrivals due now
         # are still being delivered (an arrival at a step's end is seen by that boundary)
         self.arrivals_due = arrivals_due
-        self._held = None
+        self._held: Any = None
         self.ratio = ratio  # SGLang's NewTokenRatio (scheduler "sglang"), else None
         self.wake_s = wake_s  # an idle engine's first step starts this long after the request (HardwareSpec.host_wake_s)
-        self.group = None  # a Lockstep group stepping this engine (lockstep.py), else its own process
+        self.group: Any = None  # a Lockstep group stepping this engine (lockstep.py), else its own process
         # the framework schedules step n+1 while step n runs (perfmodel Framework.schedule_ahead): a request
         # queued while a step runs waits for the step after next. _queued_s: when each waiting request was
         # queued here; _step_start: when the step last scheduled began (None: idle or parked since)
-        self.schedule_ahead, self._queued_s, self._step_start, self.held_back = schedule_ahead, {}, None, 0
+        self.schedule_ahead, self.held_back = schedule_ahead, 0
+        self._step_start: float | None = None
+        self._queued_s: dict = {}
         self._queue_blocked = False  # the stretch in progress began with its queue's head refused (_blocks_tail)
         # TRT-LLM's batch waiting (Limits.batch_wait_*, engine/batchwait.py): iterations the scheduled prompts were held
         # so far, and whether this step holds them; a wait needs both bounds > 0, as in TRT-LLM
@@ -109,16 +113,16 @@ class Engine(EngineCore):
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
         return self.holds(self.recs.input_tokens[pos], self.total_tokens[pos], self.kv.capacity_tokens)
 
-    def holds(self, prompt: int, total: int, kv_tokens: int) -> bool:
+    def holds(self, prompt, total, kv_tokens) -> bool:
         """Whether a request of `prompt` tokens, `total` with its output, can run here with `kv_tokens` of
         KV. Unchunked, vLLM needs the whole sequence in one step's budget (max_model_len <= max_num_batched_
         tokens); TRT-LLM (reserve "request") only the context (max_num_tokens bounds a context iteration)."""
-        lim = self.limits
+        lim = self.limits  # (bool(): numpy ints from the records compare to numpy bools; compiled, a bool is a bool)
         if lim.chunked_prefill:
-            return total <= kv_tokens
+            return bool(total <= kv_tokens)
         if lim.reserve == "request":
-            return total <= kv_tokens and prompt <= lim.chunk_cap
-        return total <= min(kv_tokens, lim.chunk_cap)  # (max_request_tokens with these KV tokens)
+            return bool(total <= kv_tokens and prompt <= lim.chunk_cap)
+        return bool(total <= min(kv_tokens, lim.chunk_cap))  # (max_request_tokens with these KV tokens)
 
     def submit(self, pos: int, at_boundary: bool = True) -> None:
         """Queue a request routed here; wake the engine or cut its decode stretch short.

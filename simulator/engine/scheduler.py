@@ -26,11 +26,13 @@ and the cache blocks only it holds.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 
+@mypyc_attr(native_class=False)  # (compiled, a plain class still: kernels' spawned workers unpickle it)
 @dataclasses.dataclass(frozen=True, slots=True)
 class Limits:
     """One engine's per-step limits (vLLM names), fixed for the run."""
@@ -143,9 +145,11 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
     bs, room = lim.block_size, lim.max_seqs - n_running
     if left <= 0 or room <= 0:  # (no request can join: the common case of a full batch under overload)
         return None
-    cols, toks, whole = [], [], True
+    cols: list = []
+    toks: list = []
+    whole = True
     rule = lim.reserve
-    taken: set = set() if cache is not None else None  # unreferenced cache entries an earlier admission takes
+    taken: Any = set() if cache is not None else None  # unreferenced cache entries an earlier admission takes
     inputs, generated = req.input_tokens, req.generated
     for pos in _order(waiting, req, lim):
         if left <= 0 or len(cols) >= room:

@@ -5,7 +5,7 @@ when it ends. No clock of their own: the engine passes `now`.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from perfmodel.batch import StepAgg
 
@@ -14,11 +14,11 @@ class StepPlan(NamedTuple):
     """What an engine step begins with (Engine.begin_step): the schedule carried out, its aggregates,
     whether every request decodes one token, and the mode it runs in with that mode's step table."""
 
-    schedule: object  # scheduler.Schedule
+    schedule: Any  # scheduler.Schedule
     agg: StepAgg
     all_decode: bool
     mode: str
-    table: object  # StepTable or a policy's step object
+    table: Any  # StepTable or a policy's step object
 
 
 NO_WORK = StepAgg(0, 0, 0.0, 0.0, 0, 0.0)  # (a switch's row: no tokens)
@@ -127,7 +127,7 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) ->
     n_run = len(s.granted) - len(s.admitted)
     tick = True  # the decoders advance together: one tick of the batch clock
     if s.decode_running:
-        fix = range(n_run, len(s.granted))
+        fix: Any = range(n_run, len(s.granted))
     elif prompts_only(s):  # the running requests wait: the clock stays (ticking it set each one back, O(batch))
         fix, tick = range(n_run, len(s.granted)), False
     else:  # (a leading decoder is none of these: s.decoders)

@@ -46,7 +46,8 @@ class Stretch:
     def __init__(self, start_s: float, c0: float, c1: float, k0: float, n: int, steps: int):
         self.start_s, self.c0, self.c1, self.k0, self.n, self.steps = start_s, c0, c1, k0, n, steps
         self.live = True
-        self.ran, self.end_s = steps, None  # cut short: the steps it runs and its last boundary
+        self.ran = steps
+        self.end_s: float | None = None  # cut short: the steps it runs and its last boundary
 
     def duration_s(self, steps: int | None = None) -> float:
         return decode_stretch_s(self.c0, self.c1, self.k0, self.n, self.steps if steps is None else steps)
@@ -103,5 +104,5 @@ def cut_stretch(env, proc, st: Stretch, at_boundary: bool) -> None:
     cut, end = steps_until(now, st.start_s, st.c0, st.c1, st.k0, st.n, at_boundary)
     if cut < st.steps:
         st.ran, st.end_s = cut, end
-        sooner, sleeping = env.timeout(delay_toward(now, st.end_s)), proc.target
+        sooner, sleeping = env.timeout(delay_toward(now, end)), proc.target
         sooner.callbacks, sleeping.callbacks = sleeping.callbacks, []  # (the process's resume moves over)

@@ -1,0 +1,84 @@
+"""The compiled engine core (setup.py, simulator/native.py; issue 36): it is built where a C compiler is, it is the
+sources' code bit for bit, and an edited source is never shadowed by an older build."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator import native
+
+REPO = Path(__file__).resolve().parents[1]
+COMPILER = shutil.which("cc") or shutil.which("gcc")
+BUILT = bool(native.compiled_modules()) and not native.stale_modules()
+needs_build = pytest.mark.skipif(not BUILT, reason="the engine core is not compiled here (no C compiler at install, "
+                                                   "PSIM_NATIVE=0, or sources edited since: `make setup`)")
+
+FILES = r"""
+import sys, simulator
+from simulator import native
+import simulator.run  # (imports the whole engine)
+print(sorted(native.running_compiled()))
+"""
+
+
+def _python(code: str, pure: bool, *args) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PSIM_NATIVE"}
+    if pure:
+        env["PSIM_NATIVE"] = "0"
+    r = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.mark.skipif(COMPILER is None or os.environ.get("PSIM_NATIVE") == "0",
+                    reason="no C compiler here, or PSIM_NATIVE=0: the package installs as pure Python")
+def test_the_core_is_compiled_where_a_compiler_is():
+    """`make setup` compiles every NATIVE module; a type error in one makes mypyc fail and the install fall back
+    to pure Python silently, which this catches (run mypy --check-untyped-defs on them: setup.py's flags)."""
+    assert native.compiled_modules() == list(native.NATIVE), \
+        "the engine core was not compiled: setup.py's mypyc build failed (see `pip install -e .` output)"
+    assert not native.stale_modules(), "sources changed since the build: `make setup` rebuilds"
+
+
+@needs_build
+def test_the_engine_runs_compiled_and_psim_native_0_runs_the_sources():
+    assert _python(FILES, pure=False).strip() == str(sorted(native.NATIVE))
+    assert _python(FILES, pure=True).strip() == "[]"
+
+
+@needs_build
+@pytest.mark.slow
+def test_compiled_and_pure_give_the_same_frames_bit_for_bit():
+    """benchmarks/bit_identity.py --quick (its 18 cases: every policy, three frameworks, a closed loop, prefix
+    caching; fast-forwarded and step by step) prints the same hashes with the compiled core and with its sources.
+    (The full script, both workloads, was the same too: 72 lines, 2026-12-03.)"""
+    script = str(REPO / "benchmarks" / "bit_identity.py")
+    code = f"import runpy, sys; sys.argv = ['bit_identity', '--quick']; runpy.run_path({script!r}, run_name='__main__')"
+    compiled, pure = _python(code, pure=False), _python(code, pure=True)
+    assert len(compiled.splitlines()) == 36 and "ERROR" not in compiled
+    assert compiled == pure
+
+
+def test_a_changed_source_counts_as_stale(tmp_path):
+    """stale_modules compares the build record with the sources: a record of other hashes (or none) makes every
+    compiled module stale, the current hashes none."""
+    if not native.compiled_modules():
+        assert native.stale_modules({}) == []  # nothing compiled: nothing to shadow
+        return
+    assert native.stale_modules(native.source_hashes()) == []
+    other = {m: "0" * 64 for m in native.NATIVE}
+    assert native.stale_modules(other) == native.compiled_modules()
+    assert native.stale_modules({}) == native.compiled_modules()
+
+
+def test_the_build_record_names_every_module():
+    hashes = native.source_hashes()
+    assert sorted(hashes) == sorted(native.NATIVE)
+    assert all(len(h) == 64 for h in hashes.values())
+    if native.BUILD_FILE.exists():
+        assert sorted(json.loads(native.BUILD_FILE.read_text())) == sorted(native.NATIVE)
