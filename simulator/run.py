@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -123,8 +124,14 @@ class RunSpec:
 
     def __post_init__(self):
         check_knobs(self.gpu_memory_utilization, self.step_overhead_ms, self.tokenize_us_per_token)
-        if self.mtp < 0 or (self.mtp_acceptance is not None and not self.mtp):
-            raise ValueError(f"mtp={self.mtp} must be >= 0; mtp_acceptance needs mtp (the draft tokens a step)")
+        for name in ("slo_ttft_ms", "slo_tpot_ms"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name}={v} must be a positive number of ms")
+        if self.mtp < 0:
+            raise ValueError(f"mtp={self.mtp} must be >= 0 (the draft tokens a step)")
+        if self.mtp_acceptance is not None and not self.mtp:
+            raise ValueError("mtp_acceptance needs mtp >= 1 (the draft tokens a step: --mtp N)")
         if self.mtp:
             SpecDecode(self.mtp, self.mtp_acceptance if self.mtp_acceptance is not None else MTP_ACCEPTANCE)  # bounds
         if self.ssm_dtype is not None and self.ssm_dtype not in SSM_DTYPE_BYTES:
@@ -272,6 +279,10 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # what the numbers rest on (perfmodel.notes, as `perfmodel estimate` says it): a profile section the run
     # needs and the profile lacks, a profile fitted for another GPU, a default weight format not the checkpoint's
     notes += run_notes(prof, hw, spec, weights, rs.weights is not None, rs.gpus, checkpoint_format(rs.model))
+    if getattr(wl, "failed_dropped", 0):  # (--drop-failed: never replayed, so counted here, not silently gone)
+        summ["dropped_failed_requests"] = int(wl.failed_dropped)
+        notes.append(f"{wl.failed_dropped} request(s) the trace marks failed were dropped at load (--drop-failed): "
+                     f"not among num_requests")
     summ.update(policy=rs.policy, layout=deployment_name(res.engines), notes=notes,
                 engines=len(res.engines), model=spec.name, hardware=hw.name, gpus=rs.gpus, weights=weights,
                 kv_dtype=rs.kv_dtype, profile=getattr(prof, "name", None) or "datasheet",

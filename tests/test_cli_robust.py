@@ -206,3 +206,35 @@ def test_sweep_with_a_failed_run_exits_1_naming_it(capsys, tmp_path):
     assert len(failed) == 1 and "run 1" in failed[0] and "model=llama-3.1-405b" in failed[0]
     assert "does not fit" in failed[0] and "llama-3.1-8b" not in failed[0]
     assert "1 of 2 runs failed" in err
+
+
+@pytest.mark.parametrize("argv,part", [  # (2026-12-03, a new user's QA: these ran, or said mtp=0 "must be >= 0")
+    (["--slo-ttft-ms", "-5", "--slo-tpot-ms", "0"], "slo_ttft_ms=-5.0 must be a positive number"),
+    (["--slo-ttft-ms", "nan"], "slo_ttft_ms=nan must be a positive number"),
+    (["--slo-tpot-ms", "0"], "slo_tpot_ms=0.0 must be a positive number"),
+    (["--mtp-acceptance", "2"], "mtp_acceptance needs mtp >= 1"),
+])
+def test_bad_run_knobs_are_one_line_exit_2(capsys, argv, part):
+    assert main([*SMALL, "--policy", "tp", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and part in err
+
+
+def test_drop_failed_counts_what_it_dropped(capsys, tmp_path):
+    """Regression (2026-12-03, a new user's QA): --drop-failed removed BurstGPT's failed rows with no trace in the
+    run's summary or on stderr; they are now counted (dropped_failed_requests) and noted."""
+    p = tmp_path / "b.csv"
+    p.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                 "0,ChatGPT,50,5,55,x\n1,ChatGPT,40,0,40,x\n2,ChatGPT,30,3,33,x\n")
+    assert main([*SMALL[:-2], "--trace", str(p), "--drop-failed", "--policy", "tp", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    s = json.loads(out)
+    assert (s["num_requests"], s["dropped_failed_requests"]) == (2, 1)
+    assert "1 request(s) the trace marks failed were dropped" in err
+
+
+def test_sidp_refuses_a_layout_axis_it_would_drop(capsys):
+    """Regression (2026-12-03, a new user's QA): `--policy sidp --layout pp=2` ran dp=8 x tp=1, the pp dropped."""
+    assert main([*SMALL, "--policy", "sidp", "--layout", "pp=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a SiDP replica is tp GPUs only, no pp" in err

@@ -95,3 +95,14 @@ def test_cold_restart_cost_per_switch():
     s, _, steps = run_summary(wl, "flying", policy_args={"restart": "cold"}, frames=True)
     sw = steps[steps["switch_s"] > 0]
     assert len(sw) >= 2 and np.allclose(sw["switch_s"], 146.0) and s["completed"] == len(wl)
+
+
+def test_trtllm_serves_a_prompt_under_the_budget_whose_output_takes_it_past():
+    """Regression (2026-12-03, a new user's bursty_onoff.csv run): unchunked, TRT-LLM bounds only the prompt by
+    max_num_tokens (Engine.holds), but Flying's front door bounded prompt + output by it, so it rejected requests
+    of 8,171-8,187 prompt tokens that every other policy serves, as 'longer than max_num_batched_tokens (8192)'."""
+    wl = make_workload({"arrival_s": [0.0, 1.0, 2.0], "input_tokens": [8100, 8180, 500],
+                        "output_tokens": [200, 100, 50]})
+    for policy in ("dp", "flying"):
+        s = run_summary(wl, policy, framework="trtllm")
+        assert (s["completed"], s["rejected"]) == (3, 0), (policy, s.get("rejected_reasons"))

@@ -61,6 +61,13 @@ CASES = [
      None, "not UTF-8 text"),
     ("latin-1 json", "l1.jsonl", b'{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
      b'{"timestamp": 1, "input_length": "\xe9"}\n', {}, 2, None, "not UTF-8 text"),
+    # (2026-12-03, a new user's QA: 1e20 was cast past int64 and reported as "negative: -9223372036854775808";
+    # numpy reprs leaked into messages: "duplicate request_id np.int64(1)", "not a number: np.True_")
+    ("tokens past int64", "big.csv", CANON_HDR + "0,5,1,a\n1,1e20,1,b\n", {}, 3, "input_tokens", "too large: 1e+20"),
+    ("duplicate numeric ids", "dn.csv", "arrival_s,input_tokens,output_tokens,request_id\n0,5,1,7\n1,5,1,7\n", {}, 3,
+     "request_id", "duplicate request_id 7 (first"),
+    ("bool in json", "bj.jsonl", '{"timestamp": 0, "input_length": true, "output_length": 5}\n', {}, 1, "input_length",
+     "not a number: True"),
     ("space in header", "sp.csv", "arrival_s, input_tokens,output_tokens\n0,1,1\n", {}, 1,
      "input_tokens", "did you mean ' input_tokens'"),
 ]
@@ -136,6 +143,7 @@ def test_cli_bad_flags(tmp_path, capsys, argv, part):
     ("synthetic:poisson?priority=0:1,1", "PRIORITY:WEIGHT"),
     ("synthetic:poisson?input=0", "input tokens must be >= 1"),
     ("synthetic:onoff?high=0", "burst rate"),
+    ("synthetic:poisson?n=100&output=-3", "must be >= 0"),  # (was: "invalid literal for int() ... ''")
 ])
 def test_bad_synthetic_specs(capsys, spec, part):
     assert describe_main([spec]) == 2

@@ -102,6 +102,14 @@ def csv_chunks(path: Path, usecols: list[str], **kw):
         raise TraceError(path, f"malformed CSV: {e}") from None
 
 
+MAX_COUNT = 2 ** 53  # whole numbers a float64 holds exactly; a token count past it is a broken row
+
+
+def _shown(v):
+    """A value as the file has it, for a message: numpy scalars as plain Python (1, not np.int64(1))."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _first(mask: np.ndarray) -> int:
     return int(np.argmax(mask))
 
@@ -113,7 +121,7 @@ def numbers(values: pd.Series, path, field: str, lines) -> np.ndarray:
         bad = (num.isna() & values.notna()).to_numpy()
         if bad.any():
             i = _first(bad)
-            raise TraceError(path, f"not a number: {values.iat[i]!r}", line=int(lines[i]), field=field)
+            raise TraceError(path, f"not a number: {_shown(values.iat[i])!r}", line=int(lines[i]), field=field)
         values = num
     a = values.to_numpy(dtype=np.float64, na_value=np.nan)
     finite = np.isfinite(a)
@@ -139,6 +147,10 @@ def counts(values: pd.Series, path, field: str, lines, minimum: int | None = 0) 
         if frac.any():
             i = _first(frac)
             raise TraceError(path, f"not a whole number: {f[i]}", line=int(lines[i]), field=field)
+        big = np.abs(f) > MAX_COUNT
+        if big.any():  # (past int64 the cast wraps: 1e20 read as negative)
+            i = _first(big)
+            raise TraceError(path, f"too large: {f[i]:g} (at most {MAX_COUNT:.0e})", line=int(lines[i]), field=field)
         a = f.astype(np.int64)
     if minimum is not None:
         low = a < minimum
@@ -175,5 +187,5 @@ def duplicate_ids(path, ids: pd.Series, lines: np.ndarray, field: str = "request
     if dup.any():
         i = _first(dup)
         first = _first((ids == ids.iat[i]).to_numpy())
-        raise TraceError(path, f"duplicate request_id {ids.iat[i]!r} (first at line "
+        raise TraceError(path, f"duplicate request_id {_shown(ids.iat[i])!r} (first at line "
                          f"{int(lines[first])})", line=int(lines[i]), field=field)

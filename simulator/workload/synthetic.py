@@ -107,6 +107,8 @@ def _value(key: str, v: str) -> dict:
 
 def _range(v: str, typ) -> tuple:
     lo, sep, hi = v.partition("-")
+    if sep and not lo:  # "-3": a negative number, not a range
+        raise ValueError("must be >= 0 (a range is LO-HI)")
     return (typ(lo), typ(hi)) if sep else (typ(v), typ(v))
 
 

@@ -67,10 +67,11 @@ class Coordinator:
         return int(self.recs.input_tokens[pos] + self.recs.output_tokens[pos])
 
     def fits(self, pos: int) -> bool:
-        """Servable by the largest TP group (the cluster rejects what no group can hold)."""
+        """Servable by the largest TP group (the cluster rejects what no group can hold), by the units' own rule
+        (Engine.holds: unchunked, TRT-LLM bounds only the prompt by the step budget, vLLM the whole request)."""
         u = self.units[0]
         cap = u.capacity_tokens * (max(self.widths) if self.widths else 1)
-        return self._need(pos) <= (cap if u.limits.chunked_prefill else min(cap, u.limits.budget))
+        return u.holds(self.recs.input_tokens[pos], self._need(pos), cap)
 
     def in_flight(self) -> int:
         return (sum(u.outstanding_requests for u in self.units) + len(self.pending)
