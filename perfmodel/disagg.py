@@ -86,7 +86,12 @@ def pool_on(spec, hw, gpus: int, fw, name: str = "pool") -> Pool:
     try:
         dep = deployment("dp", spec, hw, gpus, fw)
     except LayoutError:
-        dep = deployment("tp", spec, hw, gpus, fw)
+        try:
+            dep = deployment("tp", spec, hw, gpus, fw)
+        except LayoutError as e:  # (2026-12-03 QA: the bare "tp=7" error named no pool the user had set)
+            raise LayoutError(f"disagg: the {name} pool, not given, gets the {gpus} x {hw.name} left, and {spec.name} "
+                              f"has no layout on them ({e}); give the pools, e.g. --policy-arg prefill=1x(tp=4) "
+                              "--policy-arg decode=1x(tp=4)") from None
     if not dep.plan.fits:
         raise LayoutError(f"disagg: {spec.name} does not fit the {name} pool's {gpus} x {hw.name}; give the "
                           "pools, e.g. --policy-arg prefill=1x(tp=4) --policy-arg decode=1x(tp=4)")

@@ -238,3 +238,35 @@ def test_sidp_refuses_a_layout_axis_it_would_drop(capsys):
     assert main([*SMALL, "--policy", "sidp", "--layout", "pp=2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a SiDP replica is tp GPUs only, no pp" in err
+
+
+def test_a_gpu_without_a_calibrated_profile_is_noted(capsys):
+    """Regression (2026-12-03, a new user's QA): A100 decoded faster than H100 because A100 runs the datasheet
+    roofline and H100 its calibrated profile, and only the header's 'profile: datasheet' said so. The run notes it
+    (not when --profile none asks for the datasheet)."""
+    argv = ["--model", "llama-3.1-8b", "--hardware", "a100_80gb", "--gpus", "1", "--policy", "tp", "--format", "json",
+            "--trace", "synthetic:poisson?n=10&rate=4&input=128&output=8"]
+    assert main(argv) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(n.startswith("a100_80gb has no calibrated profile: datasheet roofline") for n in notes), notes
+    assert main([*argv, "--profile", "none"]) == 0
+    assert not any("no calibrated profile" in n for n in json.loads(capsys.readouterr().out)["notes"])
+
+
+@pytest.mark.parametrize("argv,part", [  # (2026-12-03, a new user's QA: matplotlib's own error; --out ignored)
+    (["--policy", "tp", "--plot", "x.txt"], "--plot x.txt: no image format '.txt'"),
+    (["--describe", "--out", "somewhere"], "--out: --describe writes no run files"),
+])
+def test_plot_format_and_describe_out_are_refused_before_the_run(capsys, argv, part, no_run):
+    assert main([*SMALL, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and part in err
+
+
+def test_disagg_names_the_pool_it_inferred(capsys):
+    """Regression (2026-12-03, a new user's QA): with only the prefill pool given, the decode pool takes the 7 GPUs
+    left, on which 405B has no TP; the error said 'tp=7' and named no pool."""
+    assert main(["--policy", "disagg", "--policy-arg", "prefill=1x(tp=1)", "--model", "llama-3.1-405b",
+                 "--profile", "none", "--trace", "synthetic:poisson?n=5&rate=4&input=128&output=8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the decode pool, not given, gets the 7 x h200_sxm left" in err

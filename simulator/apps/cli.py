@@ -39,8 +39,8 @@ try:  # Ctrl-C while these load (~2 s on a cold start): the same one line and ex
 
     from simulator.cluster.router import ROUTERS
     from simulator.engine.config import LOCKSTEPS, SCHEDULE_ORDERS, framework_engine
-    from simulator.results.files import (atomic_path, check_fresh_out, check_writable_dir, check_writable_file,
-                                         clear_earlier_run, record_run_files, write_run)
+    from simulator.results.files import (OutputPathError, atomic_path, check_fresh_out, check_writable_dir,
+                                         check_writable_file, clear_earlier_run, record_run_files, write_run)
     from simulator.results.metrics import ConservationError
     from simulator.policies import POLICIES
     from simulator.apps.cli_framework import add_framework_flags, framework_engine_fields, framework_fields
@@ -245,12 +245,22 @@ def policies_main(argv) -> int:
     return 0
 
 
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")  # savefig's
+
+
 def _check_outputs(args) -> None:
     """Refuse --out / --plot paths that cannot be written, before any work (OutputPathError)."""
-    if args.out and not args.describe:
+    if args.out and args.describe:  # (2026-12-03 QA: --out was ignored without a word)
+        raise OutputPathError("--out: --describe writes no run files (it prints the trace's summary; --plot FILE "
+                              "saves its histograms)")
+    if args.out:
         check_writable_dir(args.out, "--out")
         check_fresh_out(args.out, args.overwrite)
     if args.plot:
+        suffix = Path(args.plot).suffix.lower()
+        if suffix and suffix not in PLOT_SUFFIXES:  # (matplotlib's own error named no flag)
+            raise OutputPathError(f"--plot {args.plot}: no image format {suffix!r}: one of {', '.join(PLOT_SUFFIXES)} "
+                                  f"(or the kinds cdf, timeline)")
         check_writable_file(args.plot if args.describe else Path(args.out or ".") / args.plot, "--plot")
 
 
