@@ -8,7 +8,7 @@ or an editable install reads them there; a wheel carries a copy inside the simul
 The engine core (simulator/native.py NATIVE: the modules an engine's turn and a request's way through the front
 end run in) is plain, type-annotated Python that mypyc (pinned in pyproject's build requirements) compiles to C
 extension modules beside the sources, recording the sources' hashes (simulator/native_build.json) so that an
-edited source is never shadowed by an older build (simulator/native.py). Same results bit for bit, ~0.6x the
+edited source is never shadowed by an older build (simulator/native.py). Same results bit for bit, 0.6-0.8x the
 time (issue 36; tests/test_native.py). Without a C compiler, without mypyc (a build without isolation), or with
 PSIM_NATIVE=0 in the environment, the package installs and runs as pure Python; a failed compile says so and
 falls back the same way.

@@ -3,7 +3,7 @@
 setup.py compiles NATIVE (the modules an engine's turn and a request's way through the front end run in) with
 mypyc into extension modules beside the sources and records each source's SHA-256 in BUILD_FILE. A compiled
 module is the same code, typed: results are bit for bit those of the sources (tests/test_native.py), a replay
-takes ~0.6x the time (benchmarks/overload_speed.py; issue 36). `simulator/__init__.py` calls `use_sources_if`
+takes 0.6-0.8x the time (benchmarks/overload_speed.py; issue 36). `simulator/__init__.py` calls `use_sources_if`
 once, before any of them is imported, so that the sources run instead of the extension modules when
   * PSIM_NATIVE=0 is in the environment (debuggers, sys.settrace line counts, monkeypatching a method), or
   * a source changed since the build (an editable checkout: `make setup` rebuilds), with a warning, so an edit is
