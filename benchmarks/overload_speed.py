@@ -86,7 +86,7 @@ def main() -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when a load costs over 2x the lightest per request")
     a = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; engine core "
-          + ("compiled (mypyc: setup.py)" if native.runs_compiled() else "pure Python (PSIM_NATIVE=0 or not built)"))
+          + native.core_label())
     worst = 0.0
     for fw in a.frameworks.split(","):
         sat = saturated_rate(fw)

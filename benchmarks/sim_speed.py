@@ -202,7 +202,7 @@ def main() -> None:
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
           f"on {os.cpu_count()} CPUs; engine core "
-          + ("compiled (mypyc: setup.py)" if native.runs_compiled() else "pure Python (PSIM_NATIVE=0 or not built)"))
+          + native.core_label())
     if args.cli_only:
         cli_path()
         return

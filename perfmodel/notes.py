@@ -22,11 +22,16 @@ RELEVANT = {  # profile caveat key -> does this run use that section? (spec, wei
 }
 
 
+def datasheet_line(hw) -> str:
+    """What a run without a profile rests on, and how far that sits from a calibrated one."""
+    return (f"datasheet roofline of {hw.name}, not calibrated: where both exist it gives {DATASHEET_BIAS}; "
+            "compare calibrated with calibrated, datasheet with datasheet; docs/calibration.md")
+
+
 def profile_line(prof, hw) -> str:
     """'h100_sxm (h100_sxm.json: calibrated on ...)' or 'none (datasheet roofline ...)'."""
     if prof is None:
-        return (f"none (datasheet roofline of {hw.name}, not calibrated: where both exist it gives {DATASHEET_BIAS}; "
-                "compare calibrated with calibrated, datasheet with datasheet; docs/calibration.md)")
+        return f"none ({datasheet_line(hw)})"
     return f"{prof.name} ({source_line(prof)})"
 
 

@@ -67,10 +67,14 @@ class _SourcesFirst:
 
 
 def runs_compiled() -> bool:
-    """Whether this process runs (or will run) the engine core compiled."""
-    if os.environ.get("PSIM_NATIVE", "1") == "0" or any(isinstance(f, _SourcesFirst) for f in sys.meta_path):
-        return False
-    return bool(compiled_modules()) and not stale_modules()
+    """Whether this process runs (or will run) the engine core compiled: it is built, and `use_sources_if` (run at
+    `import simulator`) did not send its imports to the sources."""
+    return bool(compiled_modules()) and not any(isinstance(f, _SourcesFirst) for f in sys.meta_path)
+
+
+def core_label() -> str:
+    """What a benchmark's figures ran on."""
+    return "compiled (mypyc: setup.py)" if runs_compiled() else "pure Python (PSIM_NATIVE=0 or not built)"
 
 
 def use_sources_if() -> list[str]:

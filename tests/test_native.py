@@ -25,11 +25,11 @@ print(sorted(native.running_compiled()))
 """
 
 
-def _python(code: str, pure: bool, *args) -> str:
+def _python(code: str, pure: bool) -> str:
     env = {k: v for k, v in os.environ.items() if k != "PSIM_NATIVE"}
     if pure:
         env["PSIM_NATIVE"] = "0"
-    r = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
@@ -64,7 +64,7 @@ def test_compiled_and_pure_give_the_same_frames_bit_for_bit():
     assert compiled == pure
 
 
-def test_a_changed_source_counts_as_stale(tmp_path):
+def test_a_changed_source_counts_as_stale():
     """stale_modules compares the build record with the sources: a record of other hashes (or none) makes every
     compiled module stale, the current hashes none."""
     if not native.compiled_modules():

@@ -54,8 +54,7 @@ def sidp_plans(*, policy: str, layout: str | None, spec, hw, gpus: int, fw, poli
         raise ValueError(f"policy argument mode={mode!r}: one of {', '.join(MODES)}")
     note = ""
     if layout:  # (a replica is tp GPUs: any other axis would be dropped without a word; 2026-12-03 QA)
-        axes = dict(part.partition("=")[::2] for part in layout.replace(" ", "").split(",") if part)
-        extra = sorted(k for k, v in axes.items() if k not in ("tp", "dp") and v != "1")
+        extra = [k for k in ("pp", "sp", "ep") if getattr(ParallelLayout.parse(layout), k) > 1]
         if extra:
             raise LayoutError(f"sidp: --layout {layout}: a SiDP replica is tp GPUs only, no {', '.join(extra)} "
                               f"(--layout tp=N or --policy-arg tp=N)")
