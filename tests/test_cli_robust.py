@@ -270,3 +270,8 @@ def test_disagg_names_the_pool_it_inferred(capsys):
                  "--profile", "none", "--trace", "synthetic:poisson?n=5&rate=4&input=128&output=8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the decode pool, not given, gets the 7 x h200_sxm left" in err
+
+
+def test_plot_formats_are_ones_matplotlib_writes():
+    from matplotlib.backend_bases import FigureCanvasBase
+    assert set(cli.PLOT_FORMATS) <= set(FigureCanvasBase.filetypes)

@@ -245,6 +245,11 @@ def policies_main(argv) -> int:
     return 0
 
 
+# what --plot may write: matplotlib's FigureCanvasBase.filetypes (3.7+; tests/test_cli_robust.py holds it a subset),
+# written out here so that a run without a plot does not import matplotlib (~0.2 s)
+PLOT_FORMATS = ("eps", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg", "svgz", "tif", "tiff", "webp")
+
+
 def _check_outputs(args) -> None:
     """Refuse --out / --plot paths that cannot be written, before any work (OutputPathError)."""
     if args.out and args.describe:  # (2026-12-03 QA: --out was ignored without a word)
@@ -254,11 +259,10 @@ def _check_outputs(args) -> None:
         check_writable_dir(args.out, "--out")
         check_fresh_out(args.out, args.overwrite)
     if args.plot:
-        from matplotlib.backend_bases import FigureCanvasBase  # (only with --plot: the plot imports it anyway)
         suffix = Path(args.plot).suffix.lower()
-        if suffix and suffix[1:] not in FigureCanvasBase.filetypes:  # (matplotlib's own error named no flag)
-            raise OutputPathError(f"--plot {args.plot}: no image format {suffix!r}: one of "
-                                  f"{', '.join(sorted(FigureCanvasBase.filetypes))} (or the kinds cdf, timeline)")
+        if suffix and suffix[1:] not in PLOT_FORMATS:  # (matplotlib's own error named no flag)
+            raise OutputPathError(f"--plot {args.plot}: no image format {suffix!r}: one of {', '.join(PLOT_FORMATS)} "
+                                  f"(or the kinds cdf, timeline)")
         check_writable_file(args.plot if args.describe else Path(args.out or ".") / args.plot, "--plot")
 
 
