@@ -5,8 +5,9 @@ PY ?= python3
 VENV := .venv
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
-# the compiled engine core (setup.py, simulator/native.py) is rebuilt whenever one of its sources changes
-NATIVE_SRC := $(wildcard simulator/native.py simulator/engine/*.py simulator/cluster/*.py)
+# the compiled core (setup.py, perfmodel/native.py) is rebuilt whenever one of its sources changes
+NATIVE_SRC := $(wildcard perfmodel/native.py perfmodel/steptable.py simulator/engine/*.py simulator/cluster/*.py \
+                          simulator/results/records.py)
 PACKAGING := pyproject.toml setup.py requirements-run.txt $(NATIVE_SRC)
 
 $(VENV)/bin/python:

@@ -5,11 +5,11 @@ The traces live at the repository's top level (traces/, next to the packages). A
 or an editable install reads them there; a wheel carries a copy inside the simulator package
 (simulator/traces/), where simulator.workload.files.bundled_traces_dir finds it once installed.
 
-The engine core (simulator/native.py NATIVE: the modules an engine's turn and a request's way through the front
-end run in) is plain, type-annotated Python that mypyc (pinned in pyproject's build requirements) compiles to C
-extension modules beside the sources, recording the sources' hashes (simulator/native_build.json) so that an
-edited source is never shadowed by an older build (simulator/native.py). Same results bit for bit, 0.6-0.8x the
-time (issue 36; tests/test_native.py). Without a C compiler, without mypyc (a build without isolation), or with
+The compiled core (perfmodel/native.py NATIVE: the modules an engine's turn and a request's way through the front
+end run in, and the StepTable pricing each step) is plain, type-annotated Python that mypyc (pinned in pyproject's
+build requirements) compiles to C extension modules beside the sources, recording the sources' hashes
+(perfmodel/native_build.json) so that an edited source is never shadowed by an older build (perfmodel/native.py).
+Same results bit for bit, about 0.6x the time (issue 36; tests/test_native.py). Without a C compiler, without mypyc (a build without isolation), or with
 PSIM_NATIVE=0 in the environment, the package installs and runs as pure Python; a failed compile says so and
 falls back the same way.
 """
@@ -29,8 +29,8 @@ MYPY_FLAGS = ("--ignore-missing-imports", "--follow-imports=silent", "--check-un
 
 
 def _native():
-    """simulator/native.py, loaded by path (importing the simulator package needs its dependencies)."""
-    spec = importlib.util.spec_from_file_location("_psim_native", ROOT / "simulator" / "native.py")
+    """perfmodel/native.py, loaded by path (importing the packages needs their dependencies)."""
+    spec = importlib.util.spec_from_file_location("_psim_native", ROOT / "perfmodel" / "native.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -61,13 +61,13 @@ class OptionalBuildExt(build_ext):
             return
         if self.extensions:
             native = _native()
-            dest = native.ROOT if self.inplace else Path(self.build_lib) / "simulator"
+            dest = native.BUILD_FILE.parent if self.inplace else Path(self.build_lib) / "perfmodel"
             dest.mkdir(parents=True, exist_ok=True)
             (dest / native.BUILD_FILE.name).write_text(json.dumps(native.source_hashes(), indent=1) + "\n")
 
 
 def native_extensions() -> list:
-    """mypyc's extension modules for simulator/native.py NATIVE, or [] (pure Python: module docstring)."""
+    """mypyc's extension modules for perfmodel/native.py NATIVE, or [] (pure Python: module docstring)."""
     if os.environ.get("PSIM_NATIVE", "1") == "0":
         return []
     try:
@@ -75,7 +75,7 @@ def native_extensions() -> list:
     except ImportError:
         print("setup.py: mypyc not importable; installing pure Python", file=sys.stderr)
         return []
-    paths = [f"simulator/{m.replace('.', '/')}.py" for m in _native().NATIVE]
+    paths = [f"{m.replace('.', '/')}.py" for m in _native().NATIVE]
     try:
         return mypycify([*MYPY_FLAGS, *paths], opt_level="3", group_name="psim_native")
     except (Exception, SystemExit) as e:  # (mypyc exits on a type error)

@@ -16,7 +16,7 @@ import collections
 import os
 import sys
 
-os.environ["PSIM_NATIVE"] = "0"  # sys.settrace sees Python lines only: the engine core's sources (simulator/native.py)
+os.environ["PSIM_NATIVE"] = "0"  # sys.settrace sees Python lines only: the engine core's sources (perfmodel/native.py)
 import perfmodel  # noqa: E402
 import simulator  # noqa: E402
 from simulator.run import RunSpec, run  # noqa: E402

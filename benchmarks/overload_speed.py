@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from simulator import native
+from perfmodel import native
 from simulator.run import RunSpec, run
 from simulator.workload import load_trace
 

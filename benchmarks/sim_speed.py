@@ -40,7 +40,7 @@ import numpy as np
 
 from perfmodel.hardware import load_hardware
 from perfmodel.modelspec import load_model
-from simulator import native
+from perfmodel import native
 from simulator.cluster.simulate import SimConfig, simulate
 from simulator.results.metrics import summarize
 from simulator.workload import load_trace

@@ -12,6 +12,7 @@ tests/test_steptable.py checks the table against step_cost on random batches.
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -99,7 +100,7 @@ class StepTable:
                 if self._prefill_s is not None:  # one calibrated table: its lookup alone
                     a = self._prefill_cache[key] = self._prefill_s(float(pairs), float(pkv), float(ps))
                 else:  # plain floats, not make_batch's 0-d arrays: the same numbers at a fraction of the cost
-                    b = StepBatch(float(pt), float(ps), float(pairs), float(pkv), 0.0, 0.0)
+                    b = cast(Any, StepBatch)(float(pt), float(ps), float(pairs), float(pkv), 0.0, 0.0)
                     a = self._prefill_cache[key] = float(attention_s(self.spec, self.layout, self.hw, b, self.prof))
             t += a
         return t

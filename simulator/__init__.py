@@ -14,9 +14,8 @@ import importlib
 import sys
 import types
 
-from . import native
-
-native.use_sources_if()  # (before any engine module is imported: simulator/native.py)
+import perfmodel  # noqa: F401  (its import decides, before any engine module is imported, whether the engine core
+#                   runs compiled or from its sources: perfmodel/native.py)
 
 _API = {  # name -> (module, attribute; None: the module itself, callable)
     "run": ("simulator.run", None), "rerun": ("simulator.rerun", None),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator import native
+from perfmodel import native
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def shared_dir() -> Path | None:
 
 def pytest_pyfunc_call(pyfuncitem):
     """A test marked `sources` (it patches engine functions, or traces the engine's Python lines) runs in a
-    pytest of its own under PSIM_NATIVE=0 where the engine core runs compiled here (simulator/native.py):
+    pytest of its own under PSIM_NATIVE=0 where the engine core runs compiled here (perfmodel/native.py):
     compiled modules call each other directly, in C, so a patch or sys.settrace would not see them."""
     if pyfuncitem.get_closest_marker("sources") is None or not native.runs_compiled():
         return None

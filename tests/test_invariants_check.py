@@ -97,6 +97,17 @@ def test_step_records_take_named_rows_only():
     assert f.loc[0, "engine"] == 2 and f.loc[0, "steps"] == 3 and f.loc[0, "waiting"] == 1 and f.loc[0, "mode"] == "tp"
 
 
+def test_step_row_token_columns_are_step_aggs_fields():
+    """StepRow spells StepAgg's fields out (a class mypyc compiles): they stay StepAgg's, in its order."""
+    from perfmodel.batch import StepAgg
+    from simulator.results.records import StepRow
+
+    f = StepRow._fields
+    at = f.index(StepAgg._fields[0])
+    assert f[at:at + len(StepAgg._fields)] == StepAgg._fields
+    assert f[:at] == ("start_s", "duration_s", "engine", "mode", "steps")
+
+
 def test_step_records_add_by_name_equals_a_step_row():
     """The engine core's `add` (fields by name, no StepRow built) writes the row StepRow's order gives."""
     from perfmodel.batch import StepAgg

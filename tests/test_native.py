@@ -1,4 +1,4 @@
-"""The compiled engine core (setup.py, simulator/native.py; issue 36): it is built where a C compiler is, it is the
+"""The compiled engine core (setup.py, perfmodel/native.py; issue 36): it is built where a C compiler is, it is the
 sources' code bit for bit, and an edited source is never shadowed by an older build."""
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator import native
+from perfmodel import native
 
 REPO = Path(__file__).resolve().parents[1]
 COMPILER = shutil.which("cc") or shutil.which("gcc")
@@ -19,7 +19,7 @@ needs_build = pytest.mark.skipif(not BUILT, reason="the engine core is not compi
 
 FILES = r"""
 import sys, simulator
-from simulator import native
+from perfmodel import native
 import simulator.run  # (imports the whole engine)
 print(sorted(native.running_compiled()))
 """
@@ -82,3 +82,20 @@ def test_the_build_record_names_every_module():
     assert all(len(h) == 64 for h in hashes.values())
     if native.BUILD_FILE.exists():
         assert sorted(json.loads(native.BUILD_FILE.read_text())) == sorted(native.NATIVE)
+
+
+def test_records_cross_processes_by_pickle():
+    """The kernels' serving ranks send their records to the parent by pickle (kernels/dist.py): compiled, both record
+    classes still pickle (RequestRecords is a plain class: a native one unpickled through its __init__)."""
+    import pickle
+
+    from perfmodel.batch import StepAgg
+    from simulator.results.records import RequestRecords, StepRecords
+    from simulator.workload import load_trace
+
+    recs = RequestRecords(load_trace("synthetic:gamma?rate=5&n=6&input=32&output=4", seed=0))
+    recs.finish_s[2] = 1.5
+    steps = StepRecords()
+    steps.add_row(0.5, 0.25, 1, steps.mode_code("tp"), 3, StepAgg(8, 1, 36.0, 8.0, 2, 20.0), 64.0, 1, 0.0)
+    recs2, steps2 = pickle.loads(pickle.dumps((recs, steps)))
+    assert recs2.frame().equals(recs.frame()) and steps2.frame().equals(steps.frame())

@@ -2,20 +2,38 @@
 from __future__ import annotations
 
 import array
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+from mypy_extensions import mypyc_attr
 
 from perfmodel.batch import StepAgg
 
-# One row of steps.parquet: an engine step, or a fast-forwarded stretch of `steps` decode steps (its token
-# columns, StepAgg's, are those of its first step). `mode`: StepRecords.mode_code of the mode's name;
-# `waiting`: requests queued where the engine's policy queues them, at the step's end; `switch_s`: time
-# spent switching mode or re-sharding before the step. Built by name (`step_row`) by every engine.
-StepRow = NamedTuple("StepRow", [("start_s", float), ("duration_s", float), ("engine", int), ("mode", float),
-                                 ("steps", int), *((f, float) for f in StepAgg._fields),
-                                 ("kv_used_tokens", float), ("waiting", int), ("switch_s", float)])
+class StepRow(NamedTuple):
+    """One row of steps.parquet: an engine step, or a fast-forwarded stretch of `steps` decode steps (its token
+    columns, StepAgg's, are those of its first step). `mode`: StepRecords.mode_code of the mode's name; `waiting`:
+    requests queued where the engine's policy queues them, at the step's end; `switch_s`: time spent switching mode
+    or re-sharding before the step. Built by name (`step_row`) by every engine. (A class, not NamedTuple(...) over
+    StepAgg._fields, so that mypyc compiles the module: tests/test_invariants_check.py holds the token fields
+    to StepAgg's.)"""
+
+    start_s: float
+    duration_s: float
+    engine: int
+    mode: float
+    steps: int
+    prefill_tokens: float  # StepAgg's fields, in its order
+    prefill_seqs: float
+    prefill_pairs: float
+    prefill_kv_tokens: float
+    decode_seqs: float
+    decode_kv_tokens: float
+    kv_used_tokens: float
+    waiting: int
+    switch_s: float
+
+
 STEP_COLUMNS = StepRow._fields
 
 
@@ -27,6 +45,7 @@ def step_row(*, start_s: float, duration_s: float, engine: int, mode: float, ste
                    kv_used_tokens, waiting, switch_s)
 
 
+@mypyc_attr(native_class=False)  # (compiled, a plain class still: the kernels' serving ranks pickle it)
 class RequestRecords:
     """Per-request outcome arrays, indexed by the request's position in the workload."""
 
@@ -115,10 +134,10 @@ class StepRecords:
     token columns are those of its first step)."""
 
     def __init__(self):
-        self._rows = array.array("d")
+        self._rows: Any = array.array("d")
         self.modes: list[str] = []  # mode names, indexed by the float code in column "mode"
         self._mode_code: dict = {}
-        self._final = None  # the frame, once framed for good (its rows released)
+        self._final: Any = None  # the frame, once framed for good (its rows released)
 
     def mode_code(self, name: str) -> float:
         if name not in self._mode_code:
@@ -157,7 +176,7 @@ class StepRecords:
             else np.zeros((0, len(STEP_COLUMNS)))
         # (the constructor copies each column itself: a .copy() here held a second copy of every row at the
         # peak, ~235 MB for the 2.1M rows of a 1M-request run at half load; issue 36's 1 GB bound)
-        df = pd.DataFrame({c: rows[:, i] for i, c in enumerate(STEP_COLUMNS)})
+        df = pd.DataFrame({str(c): rows[:, i] for i, c in enumerate(STEP_COLUMNS)})
         df["engine"] = df["engine"].astype(np.int64)
         df["steps"] = df["steps"].astype(np.int64)
         df["mode"] = pd.Categorical.from_codes(df["mode"].astype(int), categories=self.modes) \

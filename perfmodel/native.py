@@ -1,10 +1,12 @@
-"""The compiled engine core: which simulator modules run as mypyc extension modules, and when their sources run.
+"""The compiled core: which modules run as mypyc extension modules, and when their sources run.
 
-setup.py compiles NATIVE (the modules an engine's turn and a request's way through the front end run in) with
-mypyc into extension modules beside the sources and records each source's SHA-256 in BUILD_FILE. A compiled
-module is the same code, typed: results are bit for bit those of the sources (tests/test_native.py), a replay
-takes 0.6-0.8x the time (benchmarks/overload_speed.py; issue 36). `simulator/__init__.py` calls `use_sources_if`
-once, before any of them is imported, so that the sources run instead of the extension modules when
+setup.py compiles NATIVE (the modules an engine's turn and a request's way through the front end run in: the
+simulator's engine, front end and step records, and perfmodel's StepTable that prices every step) with mypyc into
+extension modules beside the sources and records each source's SHA-256 in BUILD_FILE. A compiled module is the same
+code, typed: results are bit for bit those of the sources (tests/test_native.py), a replay takes about 0.6x the
+time (benchmarks/overload_speed.py; issue 36). This module lives in perfmodel, the package every other imports:
+`perfmodel/__init__.py` calls `use_sources_if` once, before any of NATIVE is imported, so that the sources run
+instead of the extension modules when
   * PSIM_NATIVE=0 is in the environment (debuggers, sys.settrace line counts, monkeypatching a method), or
   * a source changed since the build (an editable checkout: `make setup` rebuilds), with a warning, so an edit is
     never silently shadowed by an older compiled copy (all of them then: compiled modules call each other in C).
@@ -21,15 +23,16 @@ import sys
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent  # the simulator package
-NATIVE = ("engine.batch", "engine.batchwait", "engine.core", "engine.kv", "engine.limits", "engine.loop",
-          "engine.ratio", "engine.scheduler", "engine.step", "engine.stretch", "cluster.arrivals",
-          "cluster.frontend", "cluster.router")  # (setup.py compiles simulator/<these>.py)
-BUILD_FILE = ROOT / "native_build.json"  # {module: sha256 of the source it was compiled from}, written by setup.py
+ROOT = Path(__file__).resolve().parents[1]  # the directory holding the perfmodel and simulator packages
+NATIVE = tuple(f"simulator.{m}" for m in (
+    "engine.batch", "engine.batchwait", "engine.core", "engine.kv", "engine.limits", "engine.loop", "engine.ratio",
+    "engine.runner", "engine.scheduler", "engine.step", "engine.stretch", "cluster.arrivals", "cluster.frontend",
+    "cluster.router", "results.records")) + ("perfmodel.steptable",)  # (setup.py compiles <these>.py)
+BUILD_FILE = ROOT / "perfmodel" / "native_build.json"  # {module: sha256 of its source when compiled}: setup.py
 
 
 def source_path(module: str) -> Path:
-    return ROOT / (module.replace(".", "/") + ".py")
+    return ROOT / (module.replace(".", "/") + ".py")  # (a module's full name: "perfmodel.steptable")
 
 
 def source_hashes() -> dict:
@@ -55,7 +58,7 @@ def stale_modules(built: dict | None = None) -> list[str]:
 
 
 class _SourcesFirst:
-    """A meta path finder that loads the named simulator modules from their .py files."""
+    """A meta path finder that loads the named modules from their .py files."""
 
     def __init__(self, names: set):
         self.names = names
@@ -63,12 +66,12 @@ class _SourcesFirst:
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self.names:
             return None
-        return importlib.util.spec_from_file_location(fullname, source_path(fullname.split(".", 1)[1]))
+        return importlib.util.spec_from_file_location(fullname, source_path(fullname))
 
 
 def runs_compiled() -> bool:
     """Whether this process runs (or will run) the engine core compiled: it is built, and `use_sources_if` (run at
-    `import simulator`) did not send its imports to the sources."""
+    `import perfmodel`) did not send its imports to the sources."""
     return bool(compiled_modules()) and not any(isinstance(f, _SourcesFirst) for f in sys.meta_path)
 
 
@@ -80,6 +83,9 @@ def core_label() -> str:
 def use_sources_if() -> list[str]:
     """Run NATIVE's sources instead of their extension modules where the module docstring says; the modules
     that will run from source (empty: every compiled module runs compiled, or none is compiled)."""
+    for f in sys.meta_path:  # (decided once a process: perfmodel/__init__.py)
+        if isinstance(f, _SourcesFirst):
+            return sorted(f.names)
     compiled = compiled_modules()
     if not compiled:
         return []
@@ -92,7 +98,7 @@ def use_sources_if() -> list[str]:
             warnings.warn(f"the compiled engine core is older than its sources ({', '.join(stale)}): running it "
                           f"from source (slower); `make setup` rebuilds it", RuntimeWarning, stacklevel=2)
     if chosen:
-        sys.meta_path.insert(0, _SourcesFirst({f"simulator.{m}" for m in chosen}))
+        sys.meta_path.insert(0, _SourcesFirst(set(chosen)))
     return chosen
 
 
@@ -100,7 +106,7 @@ def running_compiled() -> list[str]:
     """NATIVE modules imported so far that run compiled (their loader is an extension module's)."""
     out = []
     for m in NATIVE:
-        mod = sys.modules.get(f"simulator.{m}")
+        mod = sys.modules.get(m)
         if mod is not None and isinstance(getattr(mod, "__loader__", None), importlib.machinery.ExtensionFileLoader):
             out.append(m)
     return out
