@@ -14,8 +14,8 @@ import importlib
 import sys
 import types
 
-import perfmodel  # noqa: F401  (its import decides, before any engine module is imported, whether the engine core
-#                   runs compiled or from its sources: perfmodel/native.py)
+from perfmodel import native  # noqa: F401  (importing perfmodel decides, before any engine module is imported,
+#                                   whether the compiled core runs compiled or from its sources: perfmodel/native.py)
 
 _API = {  # name -> (module, attribute; None: the module itself, callable)
     "run": ("simulator.run", None), "rerun": ("simulator.rerun", None),
