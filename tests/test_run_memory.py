@@ -8,6 +8,7 @@ import pytest
 
 from perfmodel.batch import StepAgg
 from simulator.engine.config import EngineConfig
+from simulator.results.records import step_row
 from simulator.results.files import to_parquet
 from simulator.run import RunSpec, run
 from simulator.workload import load_trace
@@ -40,3 +41,6 @@ def test_steps_framed_for_good_are_the_same_frame_and_refuse_more_rows(r):
     with pytest.raises(RuntimeError, match="framed for good"):
         recs.add(start_s=0.0, duration_s=1.0, engine=0, mode=0.0, steps=1, agg=StepAgg(0, 0, 0.0, 0.0, 1, 1.0), kv_used_tokens=0.0,
                  waiting=0, switch_s=0.0)
+    with pytest.raises(RuntimeError, match="framed for good"):  # (StepRow's path: the kernels')
+        recs.append(step_row(start_s=0.0, duration_s=1.0, engine=0, mode=0.0, steps=1, agg=StepAgg(0, 0, 0.0, 0.0, 1, 1.0),
+                             kv_used_tokens=0.0, waiting=0))

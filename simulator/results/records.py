@@ -129,8 +129,11 @@ class _Released:
     def __len__(self) -> int:
         return self.n
 
-    def frombytes(self, _row) -> None:
+    def extend(self, _row) -> None:  # (StepRecords.append's)
         raise RuntimeError("step records were framed for good (StepRecords.frame(final=True)): no more rows")
+
+    def frombytes(self, row) -> None:  # (StepRecords.add_row's)
+        self.extend(row)
 
 
 class StepRecords:
@@ -154,7 +157,7 @@ class StepRecords:
         """One row (a StepRow: its fields by name, never a bare tuple)."""
         if type(row) is not StepRow:
             raise TypeError(f"a step row is a StepRow ({', '.join(STEP_COLUMNS)}), got {type(row).__name__}")
-        self._rows.frombytes(_ROW.pack(*row))
+        self._rows.extend(row)  # (the kernels' path, not the engine's: add_row packs)
 
     def add(self, *, start_s: float, duration_s: float, engine: int, mode: float, steps: int, agg,
             kv_used_tokens: float, waiting: int, switch_s: float) -> None:
