@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 from mypy_extensions import mypyc_attr
 
-from perfmodel.batch import StepAgg
 
 class StepRow(NamedTuple):
     """One row of steps.parquet: an engine step, or a fast-forwarded stretch of `steps` decode steps (its token
