@@ -3,8 +3,8 @@
 setup.py compiles NATIVE (the modules an engine's turn and a request's way through the front end run in: the
 simulator's engine, front end and step records, and perfmodel's StepTable that prices every step) with mypyc into
 extension modules beside the sources and records each source's SHA-256 in BUILD_FILE. A compiled module is the same
-code, typed: results are bit for bit those of the sources (tests/test_native.py), a replay takes about 0.6x the
-time (benchmarks/overload_speed.py; issue 36). This module lives in perfmodel, the package every other imports:
+code, typed: results are bit for bit those of the sources (tests/test_native.py), a replay needs 0.6-0.7x the
+instructions (benchmarks/instructions_per_request.py; issue 36). This module lives in perfmodel, the package every other imports:
 `perfmodel/__init__.py` calls `use_sources_if` once, before any of NATIVE is imported, so that the sources run
 instead of the extension modules when
   * PSIM_NATIVE=0 is in the environment (debuggers, sys.settrace line counts, monkeypatching a method), or
