@@ -9,9 +9,9 @@ The compiled core (perfmodel/native.py NATIVE: the modules an engine's turn and 
 end run in, and the StepTable pricing each step) is plain, type-annotated Python that mypyc (pinned in pyproject's
 build requirements) compiles to C extension modules beside the sources, recording the sources' hashes
 (perfmodel/native_build.json) so that an edited source is never shadowed by an older build (perfmodel/native.py).
-Same results bit for bit, 0.6-0.7x the instructions (issue 36; tests/test_native.py). Without a C compiler, without mypyc (a build without isolation), or with
-PSIM_NATIVE=0 in the environment, the package installs and runs as pure Python; a failed compile says so and
-falls back the same way.
+Same results bit for bit, 0.6-0.7x the instructions (issue 36; tests/test_native.py). Without a C compiler,
+without mypyc (a build without isolation), or with PSIM_NATIVE=0 in the environment, the package installs and runs
+as pure Python; a failed compile says so and falls back the same way.
 """
 import importlib.util
 import json

@@ -4,8 +4,8 @@ setup.py compiles NATIVE (the modules an engine's turn and a request's way throu
 simulator's engine, front end and step records, and perfmodel's StepTable that prices every step) with mypyc into
 extension modules beside the sources and records each source's SHA-256 in BUILD_FILE. A compiled module is the same
 code, typed: results are bit for bit those of the sources (tests/test_native.py), a replay needs 0.6-0.7x the
-instructions (benchmarks/instructions_per_request.py; issue 36). This module lives in perfmodel, the package every other imports:
-`perfmodel/__init__.py` calls `use_sources_if` once, before any of NATIVE is imported, so that the sources run
+instructions (benchmarks/instructions_per_request.py; issue 36). This module lives in perfmodel, the package every
+other imports: `perfmodel/__init__.py` calls `use_sources_if` once, before any of NATIVE is imported, so that the sources run
 instead of the extension modules when
   * PSIM_NATIVE=0 is in the environment (debuggers, sys.settrace line counts, monkeypatching a method), or
   * a source changed since the build (an editable checkout: `make setup` rebuilds), with a warning, so an edit is
@@ -69,10 +69,15 @@ class _SourcesFirst:
         return importlib.util.spec_from_file_location(fullname, source_path(fullname))
 
 
+def _sources_first() -> _SourcesFirst | None:
+    """The finder `use_sources_if` installed in this process, if it installed one."""
+    return next((f for f in sys.meta_path if isinstance(f, _SourcesFirst)), None)
+
+
 def runs_compiled() -> bool:
     """Whether this process runs (or will run) the engine core compiled: it is built, and `use_sources_if` (run at
     `import perfmodel`) did not send its imports to the sources."""
-    return bool(compiled_modules()) and not any(isinstance(f, _SourcesFirst) for f in sys.meta_path)
+    return bool(compiled_modules()) and _sources_first() is None
 
 
 def core_label() -> str:
@@ -83,9 +88,9 @@ def core_label() -> str:
 def use_sources_if() -> list[str]:
     """Run NATIVE's sources instead of their extension modules where the module docstring says; the modules
     that will run from source (empty: every compiled module runs compiled, or none is compiled)."""
-    for f in sys.meta_path:  # (decided once a process: perfmodel/__init__.py)
-        if isinstance(f, _SourcesFirst):
-            return sorted(f.names)
+    decided = _sources_first()  # (once a process: perfmodel/__init__.py)
+    if decided is not None:
+        return sorted(decided.names)
     compiled = compiled_modules()
     if not compiled:
         return []

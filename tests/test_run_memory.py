@@ -42,5 +42,5 @@ def test_steps_framed_for_good_are_the_same_frame_and_refuse_more_rows(r):
         recs.add(start_s=0.0, duration_s=1.0, engine=0, mode=0.0, steps=1, agg=StepAgg(0, 0, 0.0, 0.0, 1, 1.0), kv_used_tokens=0.0,
                  waiting=0, switch_s=0.0)
     with pytest.raises(RuntimeError, match="framed for good"):  # (StepRow's path: the kernels')
-        recs.append(step_row(start_s=0.0, duration_s=1.0, engine=0, mode=0.0, steps=1, agg=StepAgg(0, 0, 0.0, 0.0, 1, 1.0),
-                             kv_used_tokens=0.0, waiting=0))
+        recs.append(step_row(start_s=0.0, duration_s=1.0, engine=0, mode=0.0, steps=1,
+                             agg=StepAgg(0, 0, 0.0, 0.0, 1, 1.0), kv_used_tokens=0.0, waiting=0))
