@@ -35,6 +35,13 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`make test` runs `pytest -n auto`: one worker per core this process may use, at most 4. Each worker
+    imports torch and the kernels' tests start 2-4 ranks of their own, so more workers mostly add memory."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
 @pytest.fixture
 def shared():
     """Path of ../shared, or skip: these tests read real published data that is not in the repo."""

@@ -57,10 +57,10 @@ def runs(tmp_path_factory):
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        wait_healthy(url, proc)
+        wait_healthy(url, proc, timeout_s=180)  # (hang guards only: under `pytest -n` the server shares 2 cores)
         rc = replay_main(["--url", url, "--trace", TRACE, "--out", str(d / "replayed")])
         proc.send_signal(signal.SIGTERM)  # rank 0 finishes, the launcher writes --out
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
