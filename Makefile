@@ -30,7 +30,7 @@ run: $(RUN_STAMP)
 	$(VENV)/bin/simulate --trace burstgpt.csv --policy shift
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q -n auto --dist worksteal
+	$(VENV)/bin/python -m pytest -q
 
 test-fast: $(STAMP)
-	$(VENV)/bin/python -m pytest -q -n auto --dist worksteal -m "not slow"
+	$(VENV)/bin/python -m pytest -q -m "not slow"

@@ -29,15 +29,15 @@ def pytest_pyfunc_call(pyfuncitem):
     compiled modules call each other directly, in C, so a patch or sys.settrace would not see them."""
     if pyfuncitem.get_closest_marker("sources") is None or not native.runs_compiled():
         return None
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", pyfuncitem.nodeid],
                        cwd=REPO, env={**os.environ, "PSIM_NATIVE": "0"}, capture_output=True, text=True)
     assert r.returncode == 0, f"{pyfuncitem.nodeid} under PSIM_NATIVE=0:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
     return True
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`make test` runs `pytest -n auto`: one worker per core this process may use, at most 4. Each worker
-    imports torch and the kernels' tests start 2-4 ranks of their own, so more workers mostly add memory."""
+    """pytest runs with `-n auto` (pyproject's addopts): one worker per core this process may use, at most 4.
+    Each worker imports torch and the kernels' tests start 2-4 ranks of their own, so more workers mostly add memory."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(4, cores))
 
