@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .batch import DecodeAffine, StepBatch, make_batch
+from .batch import DecodeAffine, StepAgg, StepBatch, make_batch
 from .cost import (attention_s, dispatches_experts, routed_experts_s, scalar_prefill_attention, seq_terms, step_cost,
                    token_terms)
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
@@ -73,7 +73,8 @@ class StepTable:
         """Tokens the step of `pt` prefill and `dn` decode tokens is costed at (CUDA-graph padding)."""
         return self._pad[pt == 0][pt + dn] if pt + dn <= self.max_tokens else pt + dn
 
-    def _micro(self, pt, ps, pairs, pkv, dn, dkv, m, rank_tokens=None) -> float:
+    def _micro(self, pt: int, ps: int, pairs: float, pkv: float, dn: int, dkv: float, m: int,
+               rank_tokens=None) -> float:
         """Seconds of the largest of m micro-batches through the busiest stage (batch.micro_batch)."""
         if m > 1:
             own = self._pad[pt == 0][pt + dn]
@@ -105,10 +106,11 @@ class StepTable:
             t += a
         return t
 
-    def _fits(self, pt, dn, ps) -> bool:
+    def _fits(self, pt: int, dn: int, ps: int) -> bool:
         return pt + dn <= self.max_tokens and ps + dn <= self.max_seqs
 
-    def time_s(self, pt=0, ps=0, pairs=0.0, pkv=0.0, dn=0, dkv=0.0, rank_tokens=None) -> float:
+    def time_s(self, pt: int = 0, ps: int = 0, pairs: float = 0.0, pkv: float = 0.0, dn: int = 0, dkv: float = 0.0,
+               rank_tokens=None) -> float:
         """Seconds of one step: `pt` prefill tokens over `ps` sequences (`pairs` causal pairs, `pkv`
         keys), `dn` decoding sequences reading `dkv` keys in total. `rank_tokens`: where this rank's
         routed experts serve an EP group of attention-DP ranks, their mean padded tokens this step
@@ -123,7 +125,7 @@ class StepTable:
         return self.pp * self._micro(pt, ps, pairs, pkv, dn, dkv, m, rank_tokens) + self.fw.step_overhead_s \
             + self.hw.host_prefill_seq_s * ps + self.fw.seq_overhead_s * (ps + dn)
 
-    def step_s(self, agg, rank_tokens=None) -> float:
+    def step_s(self, agg: StepAgg, rank_tokens=None) -> float:
         """Seconds of one step of aggregates `agg` (a perfmodel.batch.StepAgg), read by name."""
         return self.time_s(agg.prefill_tokens, agg.prefill_seqs, agg.prefill_pairs, agg.prefill_kv_tokens,
                            agg.decode_seqs, agg.decode_kv_tokens, rank_tokens)

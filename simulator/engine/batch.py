@@ -225,7 +225,7 @@ class RunningBatch:
         self.used_blocks -= own - self.own[i]
         self.own[i] = own
 
-    def remove(self, at: list[int]) -> list:
+    def remove(self, at: list[int]) -> list[Left]:
         """Drop the requests at batch positions `at` (ascending); what they left (Left, in order)."""
         d, gone = self.clock, []
         idx, prompt, output, cbase, gbase, own, seq = (self.idx, self.prompt, self.output, self.cbase, self.gbase,

@@ -68,7 +68,7 @@ class EngineCore:
         self.finish_hooks: list = []  # f(pos) after each completion (the cluster's, a policy's)
         self.idle = Wakeup(env)
         self.proc: Any = None  # the engine's simpy process (set by the engine kind)
-        self._stretch: Any = None  # the decode stretch in progress, while it may be cut short
+        self._stretch: Stretch | None = None  # the decode stretch in progress, while it may be cut short
         self._codes: dict = {}  # mode name -> its code in the step records
         self._queued: Any = None  # () -> requests queued where the policy queues them (rows' `waiting`)
         # rows' KV in one GPU's DP-token equivalents: a Flying TP group of k units reports its TP tokens / k

@@ -26,7 +26,8 @@ from .batch import RunningBatch
 from .core import EngineCore
 from .kv import KVBlocks
 from .prefix import PrefixCache
-from .scheduler import Waiting, schedule
+from .runner import Runner
+from .scheduler import Schedule, Waiting, schedule
 from .stretch import Stretch
 
 
@@ -55,7 +56,8 @@ class Engine(EngineCore):
                          finish_s=recs.prefill_end_s if prefill_only else None,
                          engine_of=recs.prefill_engine if prefill_only else None,
                          kv_per_gpu_divisor=kv_per_gpu_divisor)
-        self.runner, self.limits, self.prefill_only = runner, limits, prefill_only
+        self.runner: Runner = runner  # (typed: the compiled loop calls its methods directly)
+        self.limits, self.prefill_only = limits, prefill_only
         self.kv = KVBlocks(kv_capacity_tokens, limits.block_size)
         self.batch = RunningBatch(limits.block_size, limits.clip_output_tokens if limits.reserve == "sglang" else None)
         # automatic prefix caching (vLLM v1), for requests that carry trace block hashes
@@ -251,6 +253,7 @@ class Engine(EngineCore):
         """schedule: what the next step runs (next_schedule's, or `decided`: one it returned that a lock-step
         group may have changed), carried out on the batch; with its aggregates, mode and step table."""
         batch, ratio, ahead = self.batch, self.ratio, self.schedule_ahead
+        s: Schedule
         s, late = self.next_schedule() if decided is None else decided
         if s.preempt or s.admitted:
             step.begin(batch, self.waiting, self.recs, s, self.env.now, self.cache)

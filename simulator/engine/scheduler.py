@@ -31,6 +31,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from mypy_extensions import mypyc_attr
 
+from .batch import RunningBatch
+
 
 @mypyc_attr(native_class=False)  # (compiled, a plain class still: kernels' spawned workers unpickle it)
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,7 +95,7 @@ class Schedule(NamedTuple):
 
     granted: list  # tokens per running request kept, then per admitted request
     preempt: int = 0  # running requests preempted from the tail (recompute)
-    admitted: tuple = ()  # an Admitted per admitted request, in order
+    admitted: tuple[Admitted, ...] = ()  # an Admitted per admitted request, in order
     admitted_tokens: tuple = ()  # tokens granted to each admitted request (its first chunk)
     decode_running: bool = False  # each kept running request decodes exactly one token
     admitted_whole: bool = True  # every admitted request got its whole prompt (+ recompute): it samples next
@@ -118,7 +120,7 @@ def _order(waiting, req: Waiting, lim: Limits):
     return sorted(waiting, key=lambda p: (req.priority[p], req.arrival_s[p], p))
 
 
-def reserved_blocks(batch, lim: Limits, ratio: float = 0.0) -> int:
+def reserved_blocks(batch: RunningBatch, lim: Limits, ratio: float = 0.0) -> int:
     """Blocks the running requests still claim beyond those they hold: under "request" their whole
     length (prompt + output), under "sglang" their remaining output x ratio (at most the clip);
     0 for the vLLM rules (they claim blocks as tokens come, and preempt when short)."""
@@ -187,7 +189,7 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
     return tuple.__new__(Schedule, (granted, 0, tuple(cols), tuple(toks), decode_running, whole, decoders))
 
 
-def _prefill_step(batch, n: int, waiting, req: Waiting, lim: Limits, free_blocks: int, cache, reserved: int):
+def _prefill_step(batch: RunningBatch, n: int, waiting, req: Waiting, lim: Limits, free_blocks: int, cache, reserved: int):
     """A prefill-first step (SGLang's prefill batch; vLLM V0's prompt step): the running request whose prompt is
     being chunked continues first, then waiting prompts fill the rest of the budget, and the decoders wait. SGLang
     adds its chunked request before the waiting queue and forms a prefill batch whenever one is chunked
@@ -218,7 +220,7 @@ def _prefill_step(batch, n: int, waiting, req: Waiting, lim: Limits, free_blocks
     return tuple.__new__(Schedule, (granted, 0, (), (), False, True, 0)) if left < lim.budget else None
 
 
-def schedule(batch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True,
+def schedule(batch: RunningBatch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True,
              cache=None, ratio: float = 0.0) -> Schedule:
     """The next step of an engine whose running `batch` (RunningBatch) holds all but `free_blocks`
     KV blocks, with `waiting` positions queued. `admit=False`: finish what runs, take nothing new

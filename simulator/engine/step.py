@@ -9,12 +9,15 @@ from typing import Any, NamedTuple
 
 from perfmodel.batch import StepAgg
 
+from .batch import RunningBatch
+from .scheduler import Schedule
+
 
 class StepPlan(NamedTuple):
     """What an engine step begins with (Engine.begin_step): the schedule carried out, its aggregates,
     whether every request decodes one token, and the mode it runs in with that mode's step table."""
 
-    schedule: Any  # scheduler.Schedule
+    schedule: Schedule
     agg: StepAgg
     all_decode: bool
     mode: str
@@ -24,7 +27,7 @@ class StepPlan(NamedTuple):
 NO_WORK = StepAgg(0, 0, 0.0, 0.0, 0, 0.0)  # (a switch's row: no tokens)
 
 
-def begin(batch, waiting, recs, s, now: float, cache=None) -> None:
+def begin(batch: RunningBatch, waiting, recs, s: Schedule, now: float, cache=None) -> None:
     """Carry out the schedule's preemptions and admissions before the step runs (`cache`: the
     engine's PrefixCache or None; an admitted request holds its hit entries)."""
     for _ in range(s.preempt):  # recompute preemption from the tail; each re-queued first
@@ -73,14 +76,14 @@ def _sums(grants, contexts) -> tuple:
     return pt, ps, pairs, pkv, dn, dkv
 
 
-def prompts_only(s) -> bool:
+def prompts_only(s: Schedule) -> bool:
     """Whether schedule `s` runs only admitted prompts while every running request waits (granted 0, none decoding):
     prefill first's prompt steps (SGLang, vLLM V0). The running requests then change in nothing, so a step touches
     only its prompts: O(prompts), not O(batch) (issue 36: an overloaded SGLang run spent 3/4 of its time there)."""
     return not s.decoders and not s.decode_running and not any(s.granted[:len(s.granted) - len(s.admitted)])
 
 
-def aggregates(batch, s) -> StepAgg:
+def aggregates(batch: RunningBatch, s: Schedule) -> StepAgg:
     """The step's cost aggregates (perfmodel.batch.aggregates' order and values: exact integers, so
     the floats are too)."""
     if s.decode_running:  # decoders first (one token, context = computed), then the admitted requests
@@ -103,7 +106,7 @@ def aggregates(batch, s) -> StepAgg:
     return tuple.__new__(StepAgg, (pt, ps, float(pairs), float(pkv), dn, float(dkv)))
 
 
-def all_decode(batch, s, agg: StepAgg) -> bool:
+def all_decode(batch: RunningBatch, s: Schedule, agg: StepAgg) -> bool:
     """Whether the step of schedule `s` (aggregates `agg`) is all-decode: every request past its first
     token, one token each (a decode stretch may follow it)."""
     if s.decode_running:  # the decoders, and no prompt admitted
@@ -115,7 +118,7 @@ def all_decode(batch, s, agg: StepAgg) -> bool:
     return all(gbase[i] + d > 0 for i in range(s.decoders, len(gbase)))
 
 
-def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) -> list:
+def advance(batch: RunningBatch, recs, s: Schedule, k: int, all_decode: bool, now: float, cache=None) -> list:
     """The batch after the step (k = 1) or the k-step decode stretch that just ended; first tokens
     recorded; returns the batch positions of the requests that finished (ascending). With a prefix
     `cache`, the full prompt blocks a prefill chunk passed are published (held by their request)."""
@@ -131,8 +134,8 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) ->
     elif prompts_only(s):  # the running requests wait: the clock stays (ticking it set each one back, O(batch))
         fix, tick = range(n_run, len(s.granted)), False
     else:  # (a leading decoder is none of these: s.decoders)
-        prompt, out, cbase, gbase, d, granted = batch.prompt, batch.output, batch.cbase, batch.gbase, batch.clock, s.granted
-        fix = [i for i in range(s.decoders, len(granted)) if granted[i] != 1 or gbase[i] + d == 0 or out[i] == 0
+        prompt, outs, cbase, gbase, d, granted = batch.prompt, batch.output, batch.cbase, batch.gbase, batch.clock, s.granted
+        fix = [i for i in range(s.decoders, len(granted)) if granted[i] != 1 or gbase[i] + d == 0 or outs[i] == 0
                or cbase[i] + 1 != prompt[i] + gbase[i]]
     before = [(batch.cbase[i] + batch.clock, batch.gbase[i] + batch.clock) for i in fix]
     if tick:
@@ -160,7 +163,7 @@ def advance(batch, recs, s, k: int, all_decode: bool, now: float, cache=None) ->
     return done
 
 
-def still_decoding(batch, s) -> bool:
+def still_decoding(batch: RunningBatch, s: Schedule) -> bool:
     """After a step that was not all-decode (and its completions): does every running request
     decode next? (after one that was, the rest still do)."""
     if s.decode_running:  # the decoders still do; admitted requests do if their prompt was whole
@@ -169,7 +172,7 @@ def still_decoding(batch, s) -> bool:
     return batch.grow_lead() == len(batch.idx)  # every request past its prefill, one token wanted
 
 
-def stretch_steps(batch, free_blocks: int, block_size: int) -> int:
+def stretch_steps(batch: RunningBatch, free_blocks: int, block_size: int) -> int:
     """Decode steps that can run in closed form from an all-decode step that neither admitted nor
     preempted: the next steps have the same budget, fewer free blocks and the same running set, so
     nothing can change before the first completion or the KV bound: the most steps whose new blocks
