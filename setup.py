@@ -79,10 +79,16 @@ def native_extensions() -> list:
         return []
     paths = [f"{m.replace('.', '/')}.py" for m in _native().NATIVE]
     try:
-        return mypycify([*MYPY_FLAGS, *paths], opt_level="3", group_name="psim_native")
+        exts = mypycify([*MYPY_FLAGS, *paths], opt_level="3", group_name="psim_native")
     except (Exception, SystemExit) as e:  # (mypyc exits on a type error)
         print(f"setup.py: mypyc could not compile the engine core ({e}); installing pure Python", file=sys.stderr)
         return []
+    if sys.platform != "win32":  # (GCC and clang; MSVC's default /fp:precise does not contract)
+        for ext in exts:  # typed floats are C doubles: `a + b * c` must round twice, as Python does, not once in an
+            # FMA (GCC contracts by default, clang within an expression; on aarch64 both emit fmadd, e.g.
+            # perfmodel.steptable.decode_stretch_s), or a compiled run would differ from the sources' and from x86's
+            ext.extra_compile_args = [*ext.extra_compile_args, "-ffp-contract=off"]
+    return exts
 
 
 setup(cmdclass={"build_py": BuildPyWithTraces, "build_ext": OptionalBuildExt}, ext_modules=native_extensions())

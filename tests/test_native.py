@@ -112,3 +112,23 @@ def test_the_build_type_checks_without_the_installed_packages():
     flags = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                  and any(isinstance(t, ast.Name) and t.id == "MYPY_FLAGS" for t in n.targets))
     assert "--no-site-packages" in flags, flags
+
+
+FMA = r"""
+import random
+from perfmodel import steptable
+rng = random.Random(7)
+for _ in range(20000):  # decode_stretch_s of steptable's compiled module (C doubles) and the same sum in Python
+    c0, c1, k0 = rng.uniform(1e-3, 5e-2), rng.uniform(1e-9, 1e-6), rng.uniform(0.0, 1e6)
+    n, k = rng.randint(1, 512), rng.randint(1, 4096)
+    print(steptable.decode_stretch_s(c0, c1, k0, n, k).hex())
+"""
+
+
+@needs_build
+def test_compiled_floats_round_as_python_does():
+    """A typed float expression is C arithmetic: `steps * c0 + c1 * x` in one fused multiply-add rounds once where
+    Python rounds twice. GCC contracts by default and clang within an expression, and on aarch64 both emit fmadd,
+    so setup.py compiles with -ffp-contract=off; this fails where a build fuses (on x86-64 without -mfma nothing
+    can: it guards other machines)."""
+    assert _python(FMA, pure=False) == _python(FMA, pure=True)
