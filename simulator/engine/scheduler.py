@@ -189,7 +189,8 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
     return tuple.__new__(Schedule, (granted, 0, tuple(cols), tuple(toks), decode_running, whole, decoders))
 
 
-def _prefill_step(batch: RunningBatch, n: int, waiting, req: Waiting, lim: Limits, free_blocks: int, cache, reserved: int):
+def _prefill_step(batch: RunningBatch, n: int, waiting, req: Waiting, lim: Limits, free_blocks: int, cache,
+                  reserved: int):
     """A prefill-first step (SGLang's prefill batch; vLLM V0's prompt step): the running request whose prompt is
     being chunked continues first, then waiting prompts fill the rest of the budget, and the decoders wait. SGLang
     adds its chunked request before the waiting queue and forms a prefill batch whenever one is chunked

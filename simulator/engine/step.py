@@ -134,7 +134,8 @@ def advance(batch: RunningBatch, recs, s: Schedule, k: int, all_decode: bool, no
     elif prompts_only(s):  # the running requests wait: the clock stays (ticking it set each one back, O(batch))
         fix, tick = range(n_run, len(s.granted)), False
     else:  # (a leading decoder is none of these: s.decoders)
-        prompt, outs, cbase, gbase, d, granted = batch.prompt, batch.output, batch.cbase, batch.gbase, batch.clock, s.granted
+        prompt, outs, cbase, gbase = batch.prompt, batch.output, batch.cbase, batch.gbase
+        d, granted = batch.clock, s.granted
         fix = [i for i in range(s.decoders, len(granted)) if granted[i] != 1 or gbase[i] + d == 0 or outs[i] == 0
                or cbase[i] + 1 != prompt[i] + gbase[i]]
     before = [(batch.cbase[i] + batch.clock, batch.gbase[i] + batch.clock) for i in fix]

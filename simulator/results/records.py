@@ -165,7 +165,8 @@ class StepRecords:
         """One row from StepRow's fields by name (`agg`: the step's StepAgg), without building the StepRow."""
         self.add_row(start_s, duration_s, engine, mode, steps, agg, kv_used_tokens, waiting, switch_s)
 
-    def add_row(self, start_s, duration_s, engine, mode, steps, agg: StepAgg, kv_used_tokens, waiting, switch_s) -> None:
+    def add_row(self, start_s, duration_s, engine, mode, steps, agg: StepAgg, kv_used_tokens, waiting,
+                switch_s) -> None:
         """`add` with its arguments in StepRow's order (the engine core's path, once per step: a keyword call
         binds ~9 names more slowly)."""
         self._rows.frombytes(_ROW.pack(start_s, duration_s, engine, mode, steps, agg.prefill_tokens, agg.prefill_seqs,
