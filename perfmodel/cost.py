@@ -271,12 +271,8 @@ def scalar_prefill_attention(spec, layout, prof):
     tab = prof.prefill_table(spec.head_dim)
     if tab is None:
         return None
-    roof, layers, dh = prof.roof, stage_layers(spec, layout), spec.head_dim
     heads, kvh = _heads_per_gpu(spec, layout)
-
-    def prefill_s(pairs: float, kv_tokens: float, seqs: float) -> float:
-        return float(layers * tab.time_s(pairs, kv_tokens, seqs, heads, kvh, dh, roof)) if seqs > 0 else 0.0
-    return prefill_s
+    return tab.point(heads, kvh, spec.head_dim, prof.roof, stage_layers(spec, layout))  # (compiled: point.py)
 
 
 def _stage_s(spec, layout, hw, batch: StepBatch, prof, fw: Framework, load_share: float = 1.0) -> dict:

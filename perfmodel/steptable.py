@@ -17,6 +17,7 @@ from typing import Any, cast
 import numpy as np
 
 from .batch import DecodeAffine, StepAgg, StepBatch, make_batch
+from .calibration.point import PrefillPoint
 from .cost import (attention_s, dispatches_experts, routed_experts_s, scalar_prefill_attention, seq_terms, step_cost,
                    token_terms)
 from .framework import DEFAULT_FRAMEWORK, Framework, graph_tokens
@@ -57,7 +58,7 @@ class StepTable:
                                                          prefill_pairs=L * (L + 1) / 2, prefill_kv_tokens=L), prof)
         self._fresh = [0.0] + np.broadcast_to(fresh, L.shape).tolist()
         self._prefill_cache: dict = {}  # prefill attention by (pt, ps, pairs, pkv)
-        self._prefill_s = scalar_prefill_attention(spec, layout, prof)  # (a calibrated table's, or None)
+        self._prefill_s: PrefillPoint | None = scalar_prefill_attention(spec, layout, prof)  # (a calibrated table's)
 
     def routed_s(self, rank_tokens: float) -> float:
         """Routed experts of a step when the EP group's ranks hold `rank_tokens` padded tokens on average."""
@@ -98,8 +99,9 @@ class StepTable:
             if a is None:
                 if len(self._prefill_cache) > 200_000:  # bound the memory of very long runs
                     self._prefill_cache.clear()
-                if self._prefill_s is not None:  # one calibrated table: its lookup alone
-                    a = self._prefill_cache[key] = self._prefill_s(float(pairs), float(pkv), float(ps))
+                pf = self._prefill_s
+                if pf is not None:  # one calibrated table: its lookup alone (compiled: calibration/point.py)
+                    a = self._prefill_cache[key] = pf.stage_s(float(pairs), float(pkv), float(ps))
                 else:  # plain floats, not make_batch's 0-d arrays: the same numbers at a fraction of the cost
                     b = cast(Any, StepBatch)(float(pt), float(ps), float(pairs), float(pkv), 0.0, 0.0)
                     a = self._prefill_cache[key] = float(attention_s(self.spec, self.layout, self.hw, b, self.prof))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import grid
+from .point import PrefillPoint
 
 KV_BYTES = 4.0  # bytes per key per KV head per head_dim element: K and V in bf16
 PREFILL_SMOOTH = 1e-3  # weight of the second-difference penalty (held-out choice, docs/calibration.md)
@@ -137,11 +138,16 @@ class PrefillTable:
         self.leff = np.log(np.asarray(d["eff_pct"], dtype=float) / 100.0)
         self._point = grid.ScalarGrid(self.axes, self.leff)
 
+    def point(self, heads, kv_heads, head_dim, roof, layers: float = 1.0) -> PrefillPoint:
+        """time_s at one point of floats for these heads, head_dim and roofline, times `layers` (compiled: the
+        simulator's per-step lookup, perfmodel.steptable)."""
+        return PrefillPoint(self._point, float(heads), float(kv_heads), float(head_dim), KV_BYTES,
+                            roof["peak_tflops"]["bf16"] * 1e12, roof["hbm_gbs"] * 1e9, float(layers))
+
     def time_s(self, pairs, kv_tokens, seqs, heads, kv_heads, head_dim, roof):
         if _scalars(pairs, kv_tokens, seqs, heads, kv_heads):  # one step: Python floats, same numbers
-            pairs, kv_tokens, seqs = float(pairs), float(kv_tokens), float(seqs)
-            eff = np.exp(self._point(prefill_features(pairs, seqs, heads, kv_heads)))
-            return prefill_roofline_s(pairs, kv_tokens, heads, kv_heads, head_dim, roof) / eff
+            t = self.point(heads, kv_heads, head_dim, roof).time_s(float(pairs), float(kv_tokens), float(seqs))
+            return np.float64(t)
         feats = prefill_features(pairs, seqs, heads, kv_heads)
         eff = np.exp(grid.interp(self.axes, self.leff, feats))
         return prefill_roofline_s(pairs, kv_tokens, heads, kv_heads, head_dim, roof) / eff

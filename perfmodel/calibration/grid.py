@@ -1,13 +1,14 @@
 """Multilinear interpolation on a rectilinear grid (log coordinates), and the two ways we fill one:
 exactly from gridded measurements (holes filled harmonically) or by smoothed least squares from
-scattered ones. Pure numpy; `interp` is the hot path (a few ms for 100k points), `ScalarGrid` the
-simulator's (one point at a time, a few us)."""
+scattered ones. Pure numpy; `interp` is the hot path (a few ms for 100k points), `ScalarGrid` (point.py) the
+simulator's (one point at a time, ~1 us compiled)."""
 from __future__ import annotations
 
-import bisect
 import itertools
 
 import numpy as np
+
+from .point import ScalarGrid  # (the one-point path, compiled: perfmodel/native.py)
 
 
 def locate(axis: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
@@ -19,82 +20,10 @@ def locate(axis: np.ndarray, x) -> tuple[np.ndarray, np.ndarray]:
     return i, (x - axis[i]) / (axis[i + 1] - axis[i])
 
 
-def _cells(axes: tuple, coords: tuple, strides: tuple) -> list:
-    """Per axis (a list of floats), the two ((flat offset, weight) lower, upper) corners of the cell
-    holding one point, clamped to the axis ends (a one-node axis: the node, weight 1)."""
-    cells = []
-    for a, c, st in zip(axes, coords, strides):
-        c = float(c)
-        n = len(a)
-        if n == 1:
-            cells.append(((0, 1.0), (0, 0.0)))
-            continue
-        lo, hi = a[0], a[-1]
-        c = lo if c < lo else hi if c > hi else c
-        i = min(max(bisect.bisect_right(a, c) - 1, 0), n - 2)
-        f = (c - a[i]) / (a[i + 1] - a[i])
-        cells.append(((i * st, 1.0 - f), ((i + 1) * st, f)))
-    return cells
-
-
-def _blend(cells: list, flat) -> float:
-    """Sum of corner weight x value over the 2^d corners (zero weights skipped), in a fixed order."""
-    if len(cells) == 3:
-        return _blend3(cells, flat)
-    out = 0.0
-    for corner in itertools.product(*cells):
-        w, k = 1.0, 0
-        for off, wk in corner:
-            w *= wk
-            k += off
-        if w:
-            out += w * flat[k]
-    return float(out)
-
-
-def _blend3(cells: list, flat) -> float:
-    """_blend of a 3-axis grid with its inner axis unrolled (the simulator's prefill-attention lookup, once per step
-    with prompts: issue 36): the same corners in the same order, each weight ((w0 x w1) x w2) and the sum in that
-    order, so equal bit for bit, in a quarter of the interpreted lines."""
-    ca, cb, ((c0, x0), (c1, x1)) = cells
-    out = 0.0
-    for oa, wa in ca:
-        for ob, wb in cb:
-            uv, k = wa * wb, oa + ob
-            w = uv * x0
-            if w:
-                out += w * flat[k + c0]
-            w = uv * x1
-            if w:
-                out += w * flat[k + c1]
-    return float(out)
-
-
-def _strides(shape: tuple) -> tuple:
-    """Flat-index step of each axis of a C-ordered grid of `shape`."""
-    return tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-
-
 def _interp_scalar(axes: tuple, values: np.ndarray, coords: tuple) -> float:
-    """interp() at one point, in plain Python (the simulator asks one step at a time: ~10x faster
-    than numpy on 0-d arrays). Same clamping and corner weights as the array path."""
-    axes = tuple(np.asarray(a, dtype=float).tolist() for a in axes)
-    return _blend(_cells(axes, coords, _strides(np.shape(values))), np.asarray(values, dtype=float).ravel())
-
-
-class ScalarGrid:
-    """interp() at one point for a grid asked many times (a fitted table): the axes and values as
-    Python lists once, so a point costs a few microseconds; equal to _interp_scalar bit for bit."""
-
-    __slots__ = ("axes", "flat", "strides")
-
-    def __init__(self, axes: tuple, values: np.ndarray):
-        self.axes = tuple(np.asarray(a, dtype=float).tolist() for a in axes)
-        self.flat = np.asarray(values, dtype=float).ravel().tolist()
-        self.strides = _strides(np.shape(values))
-
-    def __call__(self, coords: tuple) -> float:
-        return _blend(_cells(self.axes, coords, self.strides), self.flat)
+    """interp() at one point, in plain floats (the simulator asks one step at a time: ~10x faster than numpy on
+    0-d arrays). Same clamping and corner weights as the array path (point.py: compiled)."""
+    return ScalarGrid(axes, values)(coords)
 
 
 def interp(axes: tuple, values: np.ndarray, coords: tuple) -> np.ndarray:
