@@ -5,12 +5,25 @@ completions, so fast-forward and step-by-step route identically. Ties go to the 
 """
 from __future__ import annotations
 
-import operator
+from typing import Any
+
+from simulator.engine.core import EngineCore
 
 ROUTERS = ("round-robin", "least-tokens", "shortest-queue")
 
-_LOAD = {"least-tokens": operator.attrgetter("outstanding_tokens"),
-         "shortest-queue": operator.attrgetter("outstanding_requests")}
+
+def least_loaded(engines: list[EngineCore], by_tokens: bool) -> EngineCore:
+    """min(engines, key=outstanding tokens or requests): the first of the least loaded (ties: the lowest index),
+    read as the engines' own int fields (compiled; min with an attrgetter key cost ~10k instructions a request
+    over 8 engines: issue 36)."""
+    best = engines[0]
+    low = best.outstanding_tokens if by_tokens else best.outstanding_requests
+    for i in range(1, len(engines)):
+        e = engines[i]
+        x = e.outstanding_tokens if by_tokens else e.outstanding_requests
+        if x < low:
+            best, low = e, x
+    return best
 
 
 class Router:
@@ -22,7 +35,7 @@ class Router:
         self.engines, self.name = engines, name
         self.fits = fits  # pos -> bool for every engine alike (a policy's front door), else each engine's
         self.turn = 0  # round-robin position
-        self._load = _LOAD.get(name)  # (least-tokens, shortest-queue: the engine attribute compared)
+        self._by_tokens = name == "least-tokens"  # (else shortest-queue: outstanding requests compared)
 
     def _fits(self, e, pos: int) -> bool:
         return e.fits(pos) if self.fits is None else self.fits(pos)
@@ -38,9 +51,8 @@ class Router:
             e = fit[self.turn % len(fit)]
             self.turn += 1
             return e
-        load = self._load
-        e = min(engines, key=load)  # the least loaded of all, if it fits, is that of those that fit
-        if e.fits(pos) if self.fits is None else self.fits(pos):  # (_fits, inlined: every request)
-            return e
+        least: Any = least_loaded(engines, self._by_tokens)  # the least loaded of all, if it fits, is that of
+        if least.fits(pos) if self.fits is None else self.fits(pos):  # those that fit (_fits, inlined: every request)
+            return least
         fit = [x for x in engines if self._fits(x, pos)]
-        return min(fit, key=load) if fit else None
+        return least_loaded(fit, self._by_tokens) if fit else None
