@@ -1,7 +1,7 @@
 """Issue 34: per-request state has one owner. The request records' columns (simulator/results/records.py)
 are written only by the engines (engine/core.py, engine/step.py, engine/loop.py and the engine kinds
 of the disagg and Seesaw policies), and the issue time and a rejection's reason by the cluster's front
-door (cluster/simulate.py); a coordinator or orchestrator acts through an engine's methods. Checked on
+door (cluster/gate.py); a coordinator or orchestrator acts through an engine's methods. Checked on
 the source (ast): any `x.<column>[...] = ...` (or +=) elsewhere in simulator/ fails, with a planted one."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from simulator.results.records import RequestRecords
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = {"simulator/engine/core.py", "simulator/engine/step.py", "simulator/engine/loop.py",
            "simulator/policies/disagg/decode.py", "simulator/policies/seesaw/engine.py"}
-OWNERS = {"issued_s": {"simulator/cluster/simulate.py"}, "reject_reason": {"simulator/cluster/simulate.py"}}
+OWNERS = {"issued_s": {"simulator/cluster/gate.py"}, "reject_reason": {"simulator/cluster/gate.py"}}
 
 
 def columns() -> set[str]:

@@ -33,6 +33,7 @@ from simulator.results.records import RequestRecords, StepRecords
 
 from .arrivals import Arrivals
 from .frontend import Tokenizer
+from .gate import Gate
 from .router import ROUTERS, Router
 
 
@@ -160,71 +161,16 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
                       ratio=NewTokenRatio.of(ec) if ec.scheduler == "sglang" else None, wake_s=hw.host_wake_s,
                       schedule_ahead=fw.schedule_ahead)
 
-    def finished(pos):
-        if progress is not None:
-            progress(1)
-        arrivals.finished(pos)
-
     front = plans[0].front  # a policy that places requests itself (Flying, disagg)
+    gate = Gate(env, recs, int(max_model_len), int(spec.attention_chunk_tokens or 0), int(budget),
+                int(ec.max_waiting or 0), front, progress)  # a request's way in (gate.py)
+    finished = gate.finished
 
-    def reject(pos, reason: str) -> bool:
-        recs.reject_reason[pos] = reason  # one reason per cause (summary.json counts them)
-        if progress is not None:
-            progress(1)
-        return False
-
-    def too_long(pos) -> str | None:
-        """Why the request can never be served whatever the engines' state, else None."""
-        if recs.total_tokens[pos] > max_model_len:  # vLLM's API server: prompt + max_tokens > max_model_len
-            return f"context_length: prompt + output > max_model_len ({max_model_len})"
-        if spec.attention_chunk_tokens and recs.total_tokens[pos] > spec.attention_chunk_tokens:
-            return (f"attention_chunk_size: chunked local attention past one chunk "
-                    f"({spec.attention_chunk_tokens} tokens) is not modelled yet")
-        return None
-
-    def sent(pos, now: float) -> bool:
-        """The client sends request `pos` at `now`: TTFT's start, whatever waits come after (every policy); whether
-        it passes the server's first check. Refused before the front end: a request too long for the model costs
-        no tokenizer time, so a bogus 1e11-token row cannot delay the requests behind it (issue 33, item 6)."""
-        recs.issued_s[pos] = now
-        reason = too_long(pos)
-        return True if reason is None else reject(pos, reason)
-
-    def issue(pos, at_boundary=True) -> bool:
-        if not sent(pos, env.now):
-            return False
-        if tokenizing:  # the server checks the rest once tokenized
-            tokenizer.send(pos, int(recs.input_tokens[pos]))
-            return True
-        return deliver(pos, at_boundary)
-
-    def deliver(pos, at_boundary=True) -> bool:
-        e = router.pick(pos)
-        if e is None:
-            cap = max(x.capacity_tokens for x in engines)
-            if recs.total_tokens[pos] <= cap:  # fits the KV but not the step budget: chunked prefill is off
-                return reject(pos, f"longer than max_num_batched_tokens ({budget}) with chunked prefill off")
-            return reject(pos, f"longer than every engine's KV capacity ({cap} tokens)")
-        if ec.max_waiting and len(e.waiting) >= ec.max_waiting:
-            return reject(pos, f"admission cap: {ec.max_waiting} requests already waiting")
-        if front is not None:
-            why = front.dispatch(pos, at_boundary)
-            if why is not None:  # no instance of the policy's can ever hold it
-                return reject(pos, why)
-        else:
-            e.submit(pos, at_boundary)
-        return True
-
-    def tokenized(pos) -> None:  # a request leaves the front end (FIFO, at no step boundary of its own)
-        if not deliver(pos, False):
-            arrivals.finished(pos)  # rejected there: its client's slot is free
-
-    def tokens_of(pos) -> int | None:  # an open loop's request as the tokenizer takes it in (Tokenizer.feed)
-        return int(recs.input_tokens[pos]) if sent(pos, recs.arrival_s[pos]) else None
-
-    tokenizer = Tokenizer(env, fw.tokenize_s_per_token, tokenized, fw.tokenize_batch_wait_s, fw.tokenize_max_batch)
-    tokenizing = tokenizer.active
-    arrivals = Arrivals(env, recs.arrival_s, issue, cfg.max_concurrency, cfg.client_turnaround_s)
+    tokenizer = Tokenizer(env, fw.tokenize_s_per_token, gate.tokenized, fw.tokenize_batch_wait_s,
+                          fw.tokenize_max_batch)
+    tokenizing = gate.tokenizing = tokenizer.active
+    arrivals = Arrivals(env, recs.arrival_s, gate.issue, cfg.max_concurrency, cfg.client_turnaround_s)
+    gate.tokenizer, gate.arrivals = tokenizer, arrivals
     # an open loop through the tokenizer: no event per arrival (frontend.py), and none an engine waits on
     fed = tokenizing and not cfg.max_concurrency
     engines = [build(i, p) for i, p in enumerate(plans)]
@@ -235,7 +181,8 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             p.attach(e)
         if on_engine is not None:
             on_engine(e)
-    router = Router(engines, cfg.router, front.fits if front is not None else None)
+    router = gate.router = Router(engines, cfg.router, front.fits if front is not None else None)
+    gate.engines = engines
     if cfg.policy in STATIC:  # (dynamic policies hold and re-plan engines one by one: never lock-stepped)
         groups = lockstep_groups(ec.dp_lockstep, plans, engines)
     else:  # a policy's plain instances that step with their attention-DP siblings (disagg's prefill pool)
@@ -247,7 +194,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
     unused = ADP_UNUSED if ec.adp_balance and not groups else ""
 
     if fed:
-        tokenizer.feed(arrivals.arrival_s, tokens_of)
+        tokenizer.feed(arrivals.arrival_s, gate.tokens_of)
     else:
         arrivals.start()
     env.run()
