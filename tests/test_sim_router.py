@@ -52,3 +52,20 @@ def test_routers_differ_and_balance():
 def test_unknown_router_is_refused():
     with pytest.raises(ValueError, match="unknown router"):
         SimConfig(router="random")
+
+
+def test_router_over_engines_of_its_own_kind():
+    """kernels/serve routes its own engine objects (not EngineCores) with the same Router: the first of the least
+    loaded by name, as min(key=...) gives it (a regression: the compiled loop expected EngineCores only)."""
+    from types import SimpleNamespace
+
+    from simulator.cluster.router import Router
+
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        loads = rng.integers(0, 4, 6)
+        engines = [SimpleNamespace(outstanding_tokens=int(x), outstanding_requests=int(x) % 2, fits=lambda pos: True)
+                   for x in loads]
+        for name, key in (("least-tokens", "outstanding_tokens"), ("shortest-queue", "outstanding_requests")):
+            want = min(engines, key=lambda e: getattr(e, key))
+            assert Router(engines, name).pick(0) is want

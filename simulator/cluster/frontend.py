@@ -197,16 +197,16 @@ class Tokenizer:
         for pos in done:
             self.deliver(pos)
         if self.queue:  # the next batch: what queued meanwhile, at once up to max_batch, then a window
-            env, n = self.env, min(self.max_batch, len(self.queue))
+            n = min(self.max_batch, len(self.queue))  # (`now` still: delivering advances no clock)
             items = [self.queue.popleft() for _ in range(n)]
             self.batch = [pos for pos, _ in items]
-            self.deadline_s = env.now if n >= self.max_batch else env.now + self.batch_wait_s
+            self.deadline_s = now if n >= self.max_batch else now + self.batch_wait_s
             end = self.deadline_s + sum(c for _, c in items)
-            self._return_at(end, env.now)
+            self._return_at(end, now)
             if self._sends is None:
-                self._schedule(end, env.now)
+                self._schedule(end, now)
             else:
                 at = self._fed_wake(n, self.deadline_s)
-                self._timeout(delay_toward(env.now, at), at)
+                self._timeout(delay_toward(now, at), at)
         elif self._sends is not None:
             self._wait_for_next()
