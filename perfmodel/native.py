@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]  # the directory holding the perfmode
 NATIVE = tuple(f"simulator.{m}" for m in (
     "engine.batch", "engine.batchwait", "engine.core", "engine.kv", "engine.limits", "engine.loop", "engine.ratio",
     "engine.runner", "engine.scheduler", "engine.step", "engine.stretch", "cluster.arrivals", "cluster.frontend",
-    "cluster.gate", "cluster.router", "results.records")) + ("perfmodel.steptable", "perfmodel.calibration.point")  # (<these>.py)
+    "cluster.gate", "cluster.router", "results.records")) \
+    + ("perfmodel.steptable", "perfmodel.calibration.point")  # (setup.py compiles <these>.py)
 BUILD_FILE = ROOT / "perfmodel" / "native_build.json"  # {module: sha256 of its source when compiled}: setup.py
 
 

@@ -2,9 +2,9 @@
 
 The simulator asks a profile's prefill table once per step with prompts whose aggregates it has not priced before
 (perfmodel.steptable), ~230k times in an overloaded million-request run (issue 36). Interpreted, the lookup cost
-~8.5 us; this module is in perfmodel/native.py NATIVE, so mypyc compiles it: the same operations on C doubles
-(setup.py turns off contraction into fused multiply-adds), with numpy's own log2 and exp, so every number equals
-the array path's (grid.interp, attention.prefill_features / prefill_roofline_s) bit for bit
+~8.2 us (0.75 us compiled, 2026-12-03); this module is in perfmodel/native.py NATIVE, so mypyc compiles it: the
+same operations on C doubles (setup.py turns off contraction into fused multiply-adds), with numpy's own log2 and
+exp, so every number equals the array path's (grid.interp, attention.prefill_features / prefill_roofline_s) bit for bit
 (tests/test_prefill_fast_path.py, tests/test_steptable.py). Interpreted it gives the same numbers.
 """
 from __future__ import annotations
@@ -121,7 +121,8 @@ class PrefillPoint:
 
     def time_s(self, pairs: float, kv_tokens: float, seqs: float) -> float:
         """Seconds of one layer's prefill attention."""
-        s = (math.sqrt(8.0 * pairs / _maximum(seqs, 1e-30) + 1.0) - 1.0) / 2.0  # (sqrt: correctly rounded in both)
+        # (math.sqrt where prefill_features has np.sqrt: both correctly rounded)
+        s = (math.sqrt(8.0 * pairs / _maximum(seqs, 1e-30) + 1.0) - 1.0) / 2.0
         x1 = self.log2_par.get(seqs)
         if x1 is None:
             x1 = self.log2_par[seqs] = _np.log2(_maximum(seqs * self.heads, 1e-30))

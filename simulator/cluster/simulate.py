@@ -181,7 +181,7 @@ def simulate(workload, spec, hw, cfg: SimConfig, prof=None, progress=None, on_en
             p.attach(e)
         if on_engine is not None:
             on_engine(e)
-    router = gate.router = Router(engines, cfg.router, front.fits if front is not None else None)
+    gate.router = Router(engines, cfg.router, front.fits if front is not None else None)
     gate.engines = engines
     if cfg.policy in STATIC:  # (dynamic policies hold and re-plan engines one by one: never lock-stepped)
         groups = lockstep_groups(ec.dp_lockstep, plans, engines)
