@@ -84,6 +84,20 @@ def test_the_build_record_names_every_module():
         assert sorted(json.loads(native.BUILD_FILE.read_text())) == sorted(native.NATIVE)
 
 
+def test_make_setup_rebuilds_when_any_compiled_source_changes():
+    """The Makefile's install stamp depends on NATIVE_SRC: every NATIVE module's source must match one of its
+    patterns, or an edit there leaves `make setup` with nothing to do (a regression: calibration/point.py was
+    missing when it joined NATIVE)."""
+    import fnmatch
+    import re
+
+    text = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    patterns = re.search(r"NATIVE_SRC := \$\(wildcard ([^)]*)\)", text).group(1).split()
+    sources = {m: native.source_path(m).relative_to(REPO).as_posix() for m in native.NATIVE}
+    missing = [m for m, src in sources.items() if not any(fnmatch.fnmatch(src, p) for p in patterns)]
+    assert missing == [], f"Makefile NATIVE_SRC misses {missing}"
+
+
 def test_records_cross_processes_by_pickle():
     """The kernels' serving ranks send their records to the parent by pickle (kernels/dist.py): compiled, both record
     classes still pickle (RequestRecords is a plain class: a native one unpickled through its __init__)."""
