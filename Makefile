@@ -6,8 +6,8 @@ VENV := .venv
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 # the compiled core (setup.py, perfmodel/native.py) is rebuilt whenever one of its sources changes
-NATIVE_SRC := $(wildcard perfmodel/native.py perfmodel/steptable.py perfmodel/calibration/point.py simulator/engine/*.py \
-                          simulator/cluster/*.py simulator/results/records.py)
+NATIVE_SRC := $(wildcard perfmodel/native.py perfmodel/steptable.py perfmodel/calibration/point.py \
+                          simulator/engine/*.py simulator/cluster/*.py simulator/results/records.py)
 PACKAGING := pyproject.toml setup.py requirements-run.txt $(NATIVE_SRC)
 
 $(VENV)/bin/python:
