@@ -262,10 +262,11 @@ def stage_layers(spec, layout) -> int:
 
 
 def scalar_prefill_attention(spec, layout, prof):
-    """f(pairs, kv_tokens, seqs) -> float: attention_s of a prefill-only step of Python floats, where a profile's
-    one prefill table answers it (plain attention: no MLA, sliding window or linear layers; a table at exactly
-    this head_dim; no derived bandwidth rescaling): the same calls and numbers without the array plumbing around
-    them (issue 36: prefill attention was ~10% of an overloaded run). None otherwise: attention_s."""
+    """f(pairs, kv_tokens, seqs) -> float, a PrefillPoint (compiled: calibration/point.py): attention_s of a
+    prefill-only step of Python floats, where a profile's one prefill table answers it (plain attention: no MLA,
+    sliding window or linear layers; a table at exactly this head_dim; no derived bandwidth rescaling): the same
+    numbers without the array plumbing around them (issue 36: prefill attention was ~10% of an overloaded run).
+    None otherwise: attention_s."""
     if prof is None or spec.is_mla or spec.sliding_window or spec.num_linear_layers:
         return None
     tab = prof.prefill_table(spec.head_dim)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import grid
-from .point import PrefillPoint
+from .point import PrefillPoint, ScalarGrid
 
 KV_BYTES = 4.0  # bytes per key per KV head per head_dim element: K and V in bf16
 PREFILL_SMOOTH = 1e-3  # weight of the second-difference penalty (held-out choice, docs/calibration.md)
@@ -136,7 +136,7 @@ class PrefillTable:
     def __init__(self, d: dict):
         self.axes = tuple(np.log2(np.asarray(d[a], dtype=float)) for a in ("seq", "seqs_x_heads", "gqa"))
         self.leff = np.log(np.asarray(d["eff_pct"], dtype=float) / 100.0)
-        self._point = grid.ScalarGrid(self.axes, self.leff)
+        self._point = ScalarGrid(self.axes, self.leff)
 
     def point(self, heads, kv_heads, head_dim, roof, layers: float = 1.0) -> PrefillPoint:
         """time_s at one point of floats for these heads, head_dim and roofline, times `layers` (compiled: the
