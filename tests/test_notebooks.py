@@ -2,6 +2,7 @@
 assertions hold; the committed .ipynb files are the generator's output, with no outputs."""
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,14 +36,18 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     monkeypatch.setenv("NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("NOTEBOOK_FIGURES", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    scratch = tmp_path / "tmp"  # the kernel's tempfile dir: what a notebook leaves there, it leaked
-    scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
-    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    # the kernelspec's argv[0] "python" is replaced by this interpreter (jupyter_client), so the
-    # notebook runs in the same environment as the tests
-    nbclient.NotebookClient(nb, kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    assert list(tmp_path.glob(f"{name}_*.png")) or name == "05_calibration"
-    # regression: notebook 06 kept a tempfile.mkdtemp run directory per run (59 under /tmp by 2026-11-26)
-    assert not list(scratch.glob(f"{name}_*")), f"{name} left its scratch files: {sorted(scratch.iterdir())}"
+    # the kernel's tempfile dir: what a notebook leaves there, it leaked. Short, beside the system's, not under
+    # tmp_path: multiprocessing's forkserver binds a Unix socket under TMPDIR (pymp-XXXXXXXX/listener-XXXXXXXX), and
+    # a socket path holds at most 107 bytes; under /tmp/pytest-of-root/pytest-101/popen-gw1/test_notebook_runs_06_...
+    # notebook 06's kernels.serve run failed with "AF_UNIX path too long" once pytest's run counter reached 3 digits
+    with tempfile.TemporaryDirectory(prefix="nb") as tmp:
+        scratch = Path(tmp)
+        monkeypatch.setenv("TMPDIR", str(scratch))
+        nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        # the kernelspec's argv[0] "python" is replaced by this interpreter (jupyter_client), so the
+        # notebook runs in the same environment as the tests
+        nbclient.NotebookClient(nb, kernel_name="python3", timeout=120,
+                                resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        assert list(tmp_path.glob(f"{name}_*.png")) or name == "05_calibration"
+        # regression: notebook 06 kept a tempfile.mkdtemp run directory per run (59 under /tmp by 2026-11-26)
+        assert not list(scratch.glob(f"{name}_*")), f"{name} left its scratch files: {sorted(scratch.iterdir())}"
