@@ -7,8 +7,10 @@ import functools
 import numpy as np
 import pytest
 
+from metamorphic import spec, trace
 from simulator import run as sim_run
 from simulator.run import workload
+from test_sim_util import assert_same_requests
 
 run_summary = functools.partial(sim_run.run_summary, profile="none")  # datasheet roofline, as docs/policies.md
 from simulator.workload.workload import make_workload
@@ -106,3 +108,17 @@ def test_trtllm_serves_a_prompt_under_the_budget_whose_output_takes_it_past():
     for policy in ("dp", "flying"):
         s = run_summary(wl, policy, framework="trtllm")
         assert (s["completed"], s["rejected"]) == (3, 0), (policy, s.get("rejected_reasons"))
+
+
+def test_trtllm_recomputes_a_moved_request_past_the_step_budget():
+    """Regression (2026-12-03, benchmarks/differential_fuzz.py seeds 1000-1007): Flying moved a TRT-LLM request
+    (8,137 prompt tokens, 791 generated) between its DP unit and a TP group; its recompute of 8,928 tokens outgrew
+    the unchunked 8,192-token budget, nothing admitted it, and both the closed-form and the step-by-step run raised
+    'nothing schedulable'. The fuzz's own trace, both paths: every request ends, and the two agree."""
+    ci = 15  # (differential_fuzz.MIXES' index of ("flying", {"framework": "trtllm"}): it seeds the trace)
+    rng = np.random.default_rng(1001 * 100 + ci)
+    wl = trace(rng, int(rng.integers(5, 40)), 9000, False)
+    a, b = (sim_run.run(wl, spec("flying", {"framework": "trtllm"}, {}, fast, False)) for fast in (True, False))
+    assert a.summary["completed"] + a.summary["rejected"] == len(wl.requests)
+    assert (a.result.requests.preemptions > 0).any()  # (a request was moved: the case this guards)
+    assert_same_requests(a.result, b.result)

@@ -67,6 +67,21 @@ def test_no_evict_counts_earlier_admissions_of_the_same_step():
     assert [c.pos for c in s.admitted] == [1]  # the second needs 20 more blocks: 48 - 29 = 19 left
 
 
+def test_unchunked_recompute_past_the_budget_runs_in_chunks_and_a_prompt_whole():
+    """Regression (2026-12-03, benchmarks/differential_fuzz.py seed 1001): TRT-LLM's rule bounds only a prompt by the
+    step budget, so a request a policy moved (recompute of prompt + generated) could need more than one unchunked
+    step; it was never admitted and its engine raised 'nothing schedulable'. Its recompute now runs in chunks."""
+    gen = np.zeros(8, dtype=np.int64)
+    gen[1] = 200  # position 1 was moved after 200 tokens: 4000 + 200 to recompute against a 4096-token budget
+    req = Waiting(np.array([0, 4000, 3000, 0, 0, 0, 0, 0]), np.array([0, 400, 50, 0, 0, 0, 0, 0]), gen,
+                  np.zeros(8, dtype=np.int64), np.zeros(8))
+    unchunked = lim("request", chunked_prefill=False)
+    s = schedule(RunningBatch(BS), deque([1, 2]), 10_000, req, unchunked)
+    assert [a.pos for a in s.admitted] == [1] and list(s.admitted_tokens) == [4096] and not s.admitted_whole
+    # a prompt alone still runs whole: 3000 tokens do not start in the 0 left beside the first chunk
+    assert list(schedule(RunningBatch(BS), deque([2]), 10_000, req, unchunked).admitted_tokens) == [3000]
+
+
 def test_sglang_admission_reserves_remaining_output_times_the_ratio():
     # running: 150 output tokens left; at ratio 0.7 it claims ceil(150 * 0.7) = 105 tokens, at 0.1 15;
     # the new request needs its prompt + min(output, clip) = 320 tokens (page size 1)

@@ -164,7 +164,14 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
             new = [k for k in found.unreferenced if k not in taken]
             cost = len(new) * found.blocks_per_key  # blocks of hit entries taken out of the free pool
         target = prompt + gen - hit  # a preempted request recomputes its generated tokens too
-        n_new = min(target, left, lim.chunk_cap) if lim.chunked_prefill else target
+        # Unchunked, a prompt runs whole (one past the budget blocks the queue: the router's `holds` keeps it out);
+        # so does a recompute, except one past the budget: TRT-LLM's rule bounds only the prompt by it (Engine.holds)
+        # and never preempts, but a policy that moves a request (withdraw: Flying, SiDP, Seesaw) makes it recompute
+        # prompt + generated, which may not fit one step. That recompute runs in chunks of the budget, as a running
+        # request's rest does (schedule: `wants`), rather than block the queue's head forever (differential_fuzz
+        # seed 1001: Flying on TRT-LLM, 8137 + 791 tokens against 8192)
+        chunked = lim.chunked_prefill or (gen > 0 and target > lim.chunk_cap)
+        n_new = min(target, left, lim.chunk_cap) if chunked else target
         if rule == "chunk":  # tokens that must fit the free blocks (blocks are still taken chunk by chunk)
             fit = n_new
         elif rule == "prompt":
