@@ -48,3 +48,22 @@ def test_causal_relation_catches_a_front_end_that_reads_ahead(monkeypatch):
         except AssertionError:
             caught += 1
     assert caught
+
+
+@pytest.mark.parametrize("case", [("sidp", {"framework": "trtllm"}, {}, 1001, 19),
+                                  ("pp", {"framework": "trtllm"}, {"max_num_batched_tokens": 1024}, 1005, 20),
+                                  ("dp", {"framework": "sglang", "max_concurrency": 4}, {}, 2002, 0),
+                                  ("seesaw", {"framework": "trtllm"}, {}, 2005, 35)],
+                         ids=["stretch-cut-to-one-step", "no-steps-before", "closed-loop-stretch-longer",
+                              "switch-row"])
+def test_causal_relation_passes_what_is_no_look_ahead(case):
+    """Regression (2026-12-03, `differential_fuzz.py --relation causal` seeds 1000-1005 and 2000-2007): false
+    failures. A decode stretch begun before the new request and cut by it to one step looked like a single step only
+    one run had (SiDP on TRT-LLM); in a closed loop the new request also moves the later issues that cut a stretch,
+    which then runs longer (SGLang, 4 clients); two runs with no step before t compared unequal by their mode
+    categories, the modes each run ever ran, and the report itself raised TypeError (PP on TRT-LLM). The fuzz's own
+    traces (its seeds and mix indices)."""
+    policy, fields, eng, seed, ci = case
+    rng = np.random.default_rng(seed * 100 + ci)
+    w = trace(rng, int(rng.integers(5, 40)), 9000, False)
+    RELATIONS["causal"](w, spec(policy, fields, eng, True, False), rng)
