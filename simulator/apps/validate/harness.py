@@ -7,10 +7,13 @@ Harnesses of the H100 rows (docs/frameworks.md says which and why):
   aiconfigurator's gap-analysis harness ("aic"): the SGLang, TRT-LLM and vLLM 0.12.0 rows. Its engine flags are
       not recorded upstream (a private harness), and aiconfigurator's generator, which might have rendered them,
       changed what it passes between versions (95ddf241a, 2025-12-04: vLLM's template passes no token budget,
-      TRT-LLM's 1.0.0rc3 template disables the overlap scheduler and sets a 0.80 KV fraction, SGLang's 0.5.1.post1
-      template no prefill limit; the `benchmark` rule set of 71bb3d00e, 2026-01-30: budget = batch + isl + 1500
-      for vLLM and TRT-LLM, SGLang mixed chunks and max-prefill-tokens). The rows are undated and their
-      batch_size column is their concurrency, so nothing says which: the framework's defaults. Benchmark:
+      SGLang's 0.5.1.post1 template no prefill limit; the `benchmark` rule set of 71bb3d00e, 2026-01-30: budget =
+      batch + isl + 1500 for vLLM, SGLang mixed chunks and max-prefill-tokens). For TRT-LLM agg the budget rule is
+      older: the first public commit (efcae124c, 2025-08-11, cli/backends/trtllm.py:111-113) already set
+      max_batch_size = bs and max_num_tokens = bs + isl + 1500, its 1.0.0rc3 template (extra_engine_args.1.0.0rc3
+      .yaml.j2) the overlap scheduler off, a 0.80 KV fraction and padded CUDA graphs up to 256; the benchmark
+      rules later turned overlap on. The rows are undated and their batch_size column is their concurrency, so
+      nothing says whether the harness ran the generator's files: the framework's defaults. Benchmark:
       aiperf (bench_run.sh.j2 @ 095f58a5 lines 79-101), fixed lengths, 20 x C measured requests after 2 x C
       warm-up requests that finish first (aiperf credit_issuing_strategy.py:123-154), so the measured phase
       starts from an idle engine; each client hands its slot on AIPERF_TURNAROUND_S after a response ends.
