@@ -20,7 +20,7 @@ decode stretch begun before t runs as long as what happens after t decides); 12 
 the five host-floor mixes (2026-12-02) clean over 10 seeds, and both relations over 5.
 
     python benchmarks/differential_fuzz.py [--seeds 10] [--first-seed 0] [--max-prompt 9000] [--big] [--match TEXT]
-        [--relation fast|shift|causal]
+        [--relation fast|shift|causal] [--hbm-gb 12] [--requests 5-40]
 """
 from __future__ import annotations
 
@@ -121,17 +121,24 @@ def main() -> int:
     p.add_argument("--max-prompt", type=int, default=9000, help="prompts of 1 to this many tokens")
     p.add_argument("--big", action="store_true", help="the measured files' models on 8 x H200 instead")
     p.add_argument("--match", default="", help="only cases whose description contains this")
+    p.add_argument("--hbm-gb", type=float, default=None,
+                   help="KV pressure: this many GB a GPU for the mixes of the default model (Llama-3.1-8B: 12 leaves "
+                        "vLLM and TRT-LLM a few requests' KV; SGLang, which holds back ~10 GB, needs ~22)")
+    p.add_argument("--requests", default="5-40", help="requests per trace, LO-HI (drawn per seed)")
     p.add_argument("--relation", default="fast", choices=("fast", *RELATIONS),
                    help="fast: closed form = step by step (default); shift, causal: metamorphic.py")
     args = p.parse_args()
     failed = 0
+    lo, hi = (int(x) for x in args.requests.split("-"))
     for ci, (policy, fields, eng, prefix) in enumerate(BIG if args.big else MIXES):
+        if args.hbm_gb is not None and "model" not in fields:
+            fields = {**fields, "hbm_gb": args.hbm_gb}
         name = f"{policy} {fields} {eng}" + (" prefix" if prefix else "")
         if args.match not in name:
             continue
         for s in range(args.first_seed, args.first_seed + args.seeds):
             rng = np.random.default_rng(s * 100 + ci)
-            w = trace(rng, int(rng.integers(5, 40)), args.max_prompt, prefix)
+            w = trace(rng, int(rng.integers(lo, hi)), args.max_prompt, prefix)
             try:
                 if args.relation == "fast":
                     check(w, policy, fields, eng, args.big)

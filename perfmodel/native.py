@@ -25,9 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the directory holding the perfmodel and simulator packages
 NATIVE = tuple(f"simulator.{m}" for m in (
-    "engine.batch", "engine.batchwait", "engine.core", "engine.kv", "engine.limits", "engine.loop", "engine.ratio",
-    "engine.runner", "engine.scheduler", "engine.step", "engine.stretch", "cluster.arrivals", "cluster.frontend",
-    "cluster.gate", "cluster.router", "results.records")) \
+    "engine.batch", "engine.batchwait", "engine.core", "engine.headroom", "engine.kv", "engine.limits", "engine.loop",
+    "engine.ratio", "engine.runner", "engine.scheduler", "engine.step", "engine.stretch", "cluster.arrivals",
+    "cluster.frontend", "cluster.gate", "cluster.router", "results.records")) \
     + ("perfmodel.steptable", "perfmodel.calibration.point")  # (setup.py compiles <these>.py)
 BUILD_FILE = ROOT / "perfmodel" / "native_build.json"  # {module: sha256 of its source when compiled}: setup.py
 

@@ -122,3 +122,17 @@ def test_trtllm_recomputes_a_moved_request_past_the_step_budget():
     assert a.summary["completed"] + a.summary["rejected"] == len(wl.requests)
     assert (a.result.requests.preemptions > 0).any()  # (a request was moved: the case this guards)
     assert_same_requests(a.result, b.result)
+
+
+def test_sglang_units_under_kv_pressure_agree_on_both_paths():
+    """Regression (2026-12-03, `benchmarks/differential_fuzz.py --hbm-gb 22 --requests 20-80` seed 5001): on SGLang
+    units a decode stretch ran past the step whose decayed reservation admitted a queued prompt (engine/headroom.py),
+    and Flying's hard switch sized a group by its units' free KV as of a stretch's start (Engine.free_blocks_now):
+    request 17 was scheduled 1.6 s later in closed form. The fuzz's own trace and KV."""
+    ci = 36  # (differential_fuzz.MIXES' index of ("flying", {"framework": "sglang"}): it seeds the trace)
+    rng = np.random.default_rng(5001 * 100 + ci)
+    wl = trace(rng, int(rng.integers(20, 80)), 9000, False)
+    fields = {"framework": "sglang", "hbm_gb": 22.0}
+    a, b = (sim_run.run(wl, spec("flying", fields, {}, fast, False)) for fast in (True, False))
+    assert a.summary["completed"] + a.summary["rejected"] == len(wl.requests)
+    assert_same_requests(a.result, b.result)

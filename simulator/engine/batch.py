@@ -167,6 +167,18 @@ class RunningBatch:
                 over += k - d - clip
         return self.sum_key - len(self.idx) * d - over
 
+    def output_left_after(self, clip: int, m: int) -> int:
+        """output_left(clip) once every request has decoded m more tokens (none finishing), without changing the
+        batch (output_left drops entries that fell below the clip: at clock + m that would be too soon)."""
+        d = self.clock + m
+        if clip != self._clip:
+            return sum(min(o - g - d, clip) for o, g in zip(self.output, self.gbase))
+        over, key = 0, self._key
+        for pos, k in self._over.items():
+            if key.get(pos) == k and k - d > clip:
+                over += k - d - clip
+        return self.sum_key - len(self.idx) * d - over
+
     def index(self, pos: int) -> int:
         """Batch position of the running request `pos` (O(log batch))."""
         return bisect.bisect_left(self._seq, self._seq_of[pos])

@@ -12,8 +12,8 @@ Idle wait, sleep, step record, completion and the outstanding counts are the eng
 shared with the disaggregated decode engine and Seesaw's phased engine. Policies act on an engine only
 through its public methods: submit, hold/release (park it after the step in progress or once drained),
 cut (re-plan after the step in progress), withdraw (take a request back), add_finish_hook, report_queue,
-and the read-only facts (num_running, context_tokens, kv). begin_step/end_step (one step's schedule and
-apply) are for a Lockstep group (lockstep.py) too.
+and the read-only facts (num_running, context_tokens, kv; free_blocks_now: the free KV as step by step has it,
+mid-stretch too). begin_step/end_step (one step's schedule and apply) are for a Lockstep group (lockstep.py) too.
 """
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from . import batchwait, step
+from . import batchwait, headroom, step
 from .batch import RunningBatch
 from .core import EngineCore
 from .kv import KVBlocks
 from .prefix import PrefixCache
 from .runner import Runner
 from .scheduler import Schedule, Waiting, schedule
-from .stretch import Stretch
+from .stretch import Stretch, steps_until
 
 
 class _Hold:
@@ -79,6 +79,7 @@ class Engine(EngineCore):
         self._step_start: float | None = None
         self._queued_s: dict = {}
         self._queue_blocked = False  # the stretch in progress began with its queue's head refused (_blocks_tail)
+        self._asleep: Stretch | None = None  # the decode stretch slept through and not yet applied (free_blocks_now)
         # TRT-LLM's batch waiting (Limits.batch_wait_*, engine/batchwait.py): iterations the scheduled prompts were held
         # so far, and whether this step holds them; a wait needs both bounds > 0, as in TRT-LLM
         self._batch_wait = limits.batch_wait_iters > 0 and limits.batch_wait_tokens > 0
@@ -110,6 +111,18 @@ class Engine(EngineCore):
     @property
     def is_held(self) -> bool:
         return self._held is not None
+
+    def free_blocks_now(self, at_boundary: bool = True) -> int:
+        """Free KV blocks as the step-by-step run has them at this instant. `kv.free` takes a decode stretch's new
+        blocks only when the stretch is applied; mid-stretch, those of the steps it has completed are taken too: the
+        steps before the one in progress, and one ending right now only for a reader that comes after that step's
+        end (not `at_boundary`: stretch.steps_until's rule). What a policy deciding by free KV reads (Flying's hard
+        switch; 2026-12-03 it read kv.free, and under KV pressure the fast path chose otherwise than step by step)."""
+        st, free = self._asleep, self.kv.free
+        if st is None:
+            return free
+        done = min(steps_until(self.env.now, st.start_s, st.c0, st.c1, st.k0, st.n, at_boundary)[0] - 1, st.ran)
+        return free - self.batch.opened_blocks(done) if done > 0 else free
 
     def fits(self, pos: int) -> bool:
         """Whether the request's whole sequence fits this engine (KV capacity; budget if unchunked)."""
@@ -190,6 +203,7 @@ class Engine(EngineCore):
                 start, st = env.now, self._stretch_for(plan)  # run: k decode steps in closed form, or one step
                 if st is not None:
                     self._queue_blocked = self._blocks_tail()
+                    self._asleep = st  # (until end_step applies it)
                     ended = yield from self.sleep_stretch(st)
                     k, dur = ended.steps, ended.duration_s
                 else:
@@ -211,6 +225,10 @@ class Engine(EngineCore):
         k = step.stretch_steps(batch, kv.free, kv.block_size)
         if self._withheld:  # the held prompts run at the step whose count reaches the timeout (batchwait.hold)
             k = min(k, self.limits.batch_wait_iters - self._wait_iters + 1)
+        if self.ratio is not None and self.waiting and self._held is None and k > 1:  # SGLang: the queue's room
+            if self.cache is not None:  # grows as the batch decodes (headroom.py); a prefix cache's evictions, step
+                return None  # by step, move its hits too: one step at a time
+            k = headroom.first_admission(batch, self.waiting, self.req, self.limits, kv.free, self.ratio, k)
         if k <= 1:
             return None
         line = self.runner.decode_line(plan.mode, plan.table, agg.decode_seqs, agg.decode_kv_tokens, k)
@@ -304,6 +322,7 @@ class Engine(EngineCore):
         stretch, `stretch` while it was live), advance the batch, report completions."""
         batch, kv, ratio = self.batch, self.kv, self.ratio
         s, all_decode, k = plan.schedule, plan.all_decode, steps
+        self._asleep = None
         if self._withheld:  # each step of a stretch that held the prompts counts (begin_step counted the first)
             self._wait_iters += k - 1
         self.record_step(start_s, duration_s, plan.mode, k, plan.agg, kv.used * kv.block_size)

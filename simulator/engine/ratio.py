@@ -24,6 +24,10 @@ class NewTokenRatio:
     def value(self) -> float:
         return max(self.min, self.start - self.decay * self.steps)
 
+    def value_after(self, k: int) -> float:
+        """`value` after k more decode steps."""
+        return max(self.min, self.start - self.decay * (self.steps + k))
+
     def decoded(self, k: int) -> None:
         self.steps += k
 

@@ -113,7 +113,7 @@ def grant_in_order(wants: list, budget: int) -> list:
     return out
 
 
-def _order(waiting, req: Waiting, lim: Limits):
+def admission_order(waiting, req: Waiting, lim: Limits):
     """Waiting positions in admission order: FCFS, or by (priority, arrival, position)."""
     if not lim.priority:
         return waiting
@@ -140,7 +140,7 @@ def _step_blocks(needed: int, lim: Limits) -> int:
     return 0 if lim.reserve == "request" else needed
 
 
-def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, left: int, free: int,
+def admit_waiting(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, left: int, free: int,
            decode_running: bool = False, cache=None, reserved: int = 0, decoders: int = 0) -> Schedule | None:
     """Admit waiting requests into `left` tokens and `free` blocks, of which `reserved` are claimed
     by running requests (reserved_blocks); None if none fits."""
@@ -153,7 +153,7 @@ def _admit(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, le
     rule = lim.reserve
     taken: Any = set() if cache is not None else None  # unreferenced cache entries an earlier admission takes
     inputs, generated = req.input_tokens, req.generated
-    for pos in _order(waiting, req, lim):
+    for pos in admission_order(waiting, req, lim):
         if left <= 0 or len(cols) >= room:
             break
         prompt, gen = int(inputs[pos]), int(generated[pos])
@@ -221,8 +221,8 @@ def _prefill_step(batch: RunningBatch, n: int, waiting, req: Waiting, lim: Limit
     if need > free_blocks:
         return None
     if waiting:
-        got = _admit(granted, n, waiting, req, lim, left, free_blocks - _step_blocks(need, lim), cache=cache,
-                     reserved=reserved)
+        got = admit_waiting(granted, n, waiting, req, lim, left, free_blocks - _step_blocks(need, lim), cache=cache,
+                            reserved=reserved)
         if got is not None:
             return got
     return tuple.__new__(Schedule, (granted, 0, (), (), False, True, 0)) if left < lim.budget else None
@@ -245,8 +245,8 @@ def schedule(batch: RunningBatch, waiting, free_blocks: int, req: Waiting, lim: 
         # so nothing is preempted (the same decisions as below, in O(1))
         granted = [1] * n
         if admit and waiting:
-            got = _admit(granted, n, waiting, req, lim, lim.budget - n, free_blocks - _step_blocks(batch.entering_block(), lim),
-                         True, cache, reserved, n)
+            got = admit_waiting(granted, n, waiting, req, lim, lim.budget - n,
+                                free_blocks - _step_blocks(batch.entering_block(), lim), True, cache, reserved, n)
             if got is not None:
                 return got
         return tuple.__new__(Schedule, (granted, 0, (), (), True, True, n))  # (decode_running, decoders=n)
@@ -273,8 +273,8 @@ def schedule(batch: RunningBatch, waiting, free_blocks: int, req: Waiting, lim: 
     if keep < n:  # vLLM v1: no admission in a step that preempted
         return Schedule(granted[:keep], n - keep, decoders=min(lead, keep))
     if admit and waiting:
-        got = _admit(granted, n, waiting, req, lim, lim.budget - lead - sum(rest), free - _step_blocks(needed, lim),
-                     cache=cache, reserved=reserved, decoders=lead)
+        got = admit_waiting(granted, n, waiting, req, lim, lim.budget - lead - sum(rest),
+                            free - _step_blocks(needed, lim), cache=cache, reserved=reserved, decoders=lead)
         if got is not None:
             return got
     return tuple.__new__(Schedule, (granted, 0, (), (), False, True, lead))  # (decoders=lead)

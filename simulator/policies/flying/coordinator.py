@@ -144,7 +144,7 @@ class Coordinator:
         s = min(starts, key=lambda s: (sum(u.outstanding_tokens for u in self.units[s:s + k]), s))
         members = self.units[s:s + k]
         bs = members[0].kv.block_size
-        hard_cap = k * bs * min(u.kv.free - -(-(u.limits.budget + u.num_running) // bs)
+        hard_cap = k * bs * min(u.free_blocks_now(at_boundary) - -(-(u.limits.budget + u.num_running) // bs)
                                 for u in members)  # paused DP work keeps its KV (+ one more step's growth)
         drain = self.cfg.switching != "hard" or need > hard_cap
         b = Binding(self.group(s, k), members, drain, revocable=why == "load")
