@@ -59,6 +59,10 @@ def first_admission(batch: RunningBatch, waiting, req: Waiting, lim: Limits, fre
                     k: int) -> int:
     """The steps a k-step decode stretch may run before a waiting request is admitted: the least m in [1, k) whose
     schedule after m steps admits one, else k. `waiting` is not empty; no prefix cache."""
+    n, unbounded = len(batch.idx), 1 << 62
+    if not ((lim.prefill_first and admit_waiting([], n, waiting, req, lim, lim.budget, unbounded) is not None)
+            or (n <= lim.budget and admit_waiting([], n, waiting, req, lim, lim.budget - n, unbounded) is not None)):
+        return k  # not for want of KV (no seat, no budget, an unchunked prompt past it): no step of the stretch admits
     need = _head_blocks(waiting, req, lim)
     lo, hi = 1, k - 1
     stack = [(lo, hi)]  # runs of steps still to check, the earliest on top
