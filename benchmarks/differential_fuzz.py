@@ -9,8 +9,13 @@ early (tests/test_sglang_chunked_prefill.py); after the fix 19 + 20 + 10 mixes x
 seeds 1000-1007: Flying on TRT-LLM stranded a moved request whose recompute (prompt + generated) outgrew the
 unchunked step budget, both paths raising "nothing schedulable" (tests/test_dyn_flying.py); a crash now fails its
 case instead of ending the run. `--relation causal` then failed four cases falsely (tests/test_metamorphic.py: a
-decode stretch begun before t runs as long as what happens after t decides); 12 mixes appended. After both fixes:
-46 mixes x 16 seeds (3000-3015) and both relations x 8 seeds (2000-2007) clean.
+decode stretch begun before t runs as long as what happens after t decides); 12 mixes appended. `--hbm-gb 22`
+(KV pressure) found SGLang's decode stretches running past the step whose decayed reservation admits a queued
+prompt, and Flying's hard switch reading a unit's free KV as of its stretch's start (tests/test_stretch_headroom.py).
+After the fixes, clean: 46 mixes x 16 seeds (7000-7015), x 10 with prompts to 30,000 tokens (8000-8009), x 12 at
+--hbm-gb 22 and 12 (6000-6011, 20-80 requests), x 10 at 16 GB with 30-120 requests (8000-8009); causal x 20 seeds
+(3000-3019) and x 8 at 22 GB; shift x 12 (3000-3011) and x 8 at 22 GB; --big x 3 (8000-8002). (SGLang's mixes at
+12 or 16 GB, and a few others, end in LayoutError: the model does not fit; not failures of the paths.)
 
 `--relation` checks a metamorphic relation of the (default, closed-form) run instead (metamorphic.py):
   shift   the trace moved later in time gives the same latencies (nothing reads the absolute clock);
