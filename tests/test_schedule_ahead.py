@@ -56,3 +56,22 @@ def test_which_frameworks_schedule_ahead_by_default():
     # on H200) replayed a synchronous loop; 0.13.0 still defaults to off (config/scheduler.py:133)
     assert framework_preset("vllm", "0.14.0").schedule_ahead and framework_preset("vllm", "0.16.0").schedule_ahead
     assert not framework_preset("vllm", "0.13.0").schedule_ahead
+
+
+def test_a_request_queued_during_an_uncut_stretch_is_seen_after_it():
+    """Regression (2026-12-03, TRT-LLM dp at 300 req/s on 12 GB H100s, fast vs step by step): a request that joins
+    a queue whose head is refused does not cut the decode stretch (Engine._blocks_tail), and the step after the
+    stretch hid it as queued since the step last scheduled began, taken as the stretch's start, not its last
+    step's. TRT-LLM's rule on 9,728 KV tokens: C (1,900 + 4,000) waits until B ends; D (100 + 10), queued at 0.5 s
+    behind it, is admitted with C step by step, and was one step later in closed form."""
+    from dataclasses import replace
+
+    from simulator.engine.config import framework_engine
+    from test_sim_util import assert_same_requests, workload
+    wl = workload([0.0, 0.0, 0.1, 0.5], [100, 100, 1900, 100], [3000, 2000, 4000, 10])
+    fast, slow = (run(wl, RunSpec(policy="tp", model="llama-3.1-8b", hardware="h100", gpus=1, framework="trtllm",
+                                  hbm_gb=12.0, engine=replace(framework_engine("trtllm"), fast_forward=f)))
+                  for f in (True, False))
+    assert_same_requests(fast.result, slow.result)
+    req = fast.result.requests.frame()
+    assert req["scheduled_s"][3] == req["scheduled_s"][2] == req["finish_s"][1]  # C and D in B's place at once

@@ -323,6 +323,11 @@ class Engine(EngineCore):
         batch, kv, ratio = self.batch, self.kv, self.ratio
         s, all_decode, k = plan.schedule, plan.all_decode, steps
         self._asleep = None
+        if stretch is not None and k > 1 and self.schedule_ahead:  # the step last scheduled is the stretch's last,
+            # begun at its k-1th boundary: a request queued before it is seen by the next step (_hold_back; until
+            # 2026-12-03 the stretch's start was taken, hiding every request queued during a stretch that the
+            # queue's refused head kept uncut: TRT-LLM under KV pressure admitted one prompt where step by step two)
+            self._step_start = stretch.start_s + stretch.duration_s(k - 1)
         if self._withheld:  # each step of a stretch that held the prompts counts (begin_step counted the first)
             self._wait_iters += k - 1
         self.record_step(start_s, duration_s, plan.mode, k, plan.agg, kv.used * kv.block_size)
