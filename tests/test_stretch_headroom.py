@@ -2,14 +2,17 @@
 shrinks as the batch decodes), and what a policy reads of an engine mid-stretch is what step by step shows
 (Engine.free_blocks_now). Regressions of 2026-12-03 (benchmarks/differential_fuzz.py --hbm-gb 22)."""
 from collections import deque
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from simulator.engine import headroom, step
 from simulator.engine.batch import RunningBatch
+from simulator.engine.config import framework_engine
 from simulator.engine.ratio import NewTokenRatio
 from simulator.engine.scheduler import Limits, Waiting, schedule
+from simulator.run import RunSpec, run
 from test_sim_util import assert_same_requests, workload
 from test_sim_util import run as sim_run
 
@@ -19,10 +22,6 @@ def test_sglang_admits_a_queued_prompt_when_the_reservation_has_decayed_on_both_
     one H100 at 22 GB): refused while the running request's remaining output x new_token_ratio is reserved,
     admitted once the ratio has decayed. The closed form ran the whole decode as one stretch and admitted it at
     22.1 s instead of 2.96 s."""
-    from dataclasses import replace
-
-    from simulator.engine.config import framework_engine
-    from simulator.run import RunSpec, run
     wl = workload([0.0, 0.5], [2000, 13_500], [4000, 50])
     fast, slow = (run(wl, RunSpec(policy="tp", model="llama-3.1-8b", hardware="h100", gpus=1, framework="sglang",
                                   hbm_gb=22.0, engine=replace(framework_engine("sglang"), fast_forward=f)))

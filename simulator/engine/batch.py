@@ -155,21 +155,18 @@ class RunningBatch:
 
     def output_left(self, clip: int) -> int:
         """Sum over the batch of min(output - generated, clip): the output tokens SGLang's admission still
-        reserves (scheduler.reserved_blocks); O(requests past the clip) when the batch was built with this clip."""
-        d = self.clock
-        if clip != self._clip:
-            return sum(min(o - g - d, clip) for o, g in zip(self.output, self.gbase))
-        over, key = 0, self._key
-        for pos, k in list(self._over.items()):
-            if key.get(pos) != k or k - d <= clip:  # (gone, re-keyed, or no longer past the clip)
-                del self._over[pos]
-            else:
-                over += k - d - clip
-        return self.sum_key - len(self.idx) * d - over
+        reserves (scheduler.reserved_blocks); O(requests past the clip) when the batch was built with this clip.
+        Entries no longer past it are dropped here (the clock only grows: they stay below)."""
+        if clip == self._clip:
+            d, key = self.clock, self._key
+            for pos, k in list(self._over.items()):
+                if key.get(pos) != k or k - d <= clip:  # (gone, re-keyed, or no longer past the clip)
+                    del self._over[pos]
+        return self.output_left_after(clip, 0)
 
     def output_left_after(self, clip: int, m: int) -> int:
         """output_left(clip) once every request has decoded m more tokens (none finishing), without changing the
-        batch (output_left drops entries that fell below the clip: at clock + m that would be too soon)."""
+        batch (dropping the entries that fall below the clip by clock + m would be too soon: headroom.py asks)."""
         d = self.clock + m
         if clip != self._clip:
             return sum(min(o - g - d, clip) for o, g in zip(self.output, self.gbase))

@@ -20,31 +20,37 @@ from __future__ import annotations
 
 from .batch import RunningBatch
 from .ratio import NewTokenRatio
-from .scheduler import Limits, Waiting, admission_order, admit_waiting
+from .scheduler import Limits, Waiting, admission_order, admit_waiting, sglang_reserved_blocks
 
 SCAN = 8  # steps checked one by one once a run of steps is this short
 
 
 def _reserved(batch: RunningBatch, lim: Limits, ratio: NewTokenRatio, m: int) -> int:
     """scheduler.reserved_blocks under "sglang", m decode steps on."""
-    return -(-int(batch.output_left_after(lim.clip_output_tokens, m) * ratio.value_after(m)) // lim.block_size)
+    return sglang_reserved_blocks(batch.output_left_after(lim.clip_output_tokens, m), ratio.value_after(m),
+                                  lim.block_size)
+
+
+def _admits_with(batch: RunningBatch, waiting, req: Waiting, lim: Limits, free: int, entering: int,
+                 reserved: int) -> bool:
+    """Whether a decoding batch's schedule admits a waiting request with `free` blocks free, `entering` of them taken
+    by its decode step and `reserved` claimed: scheduler.schedule's paths for a decoding batch, prompts first
+    (SGLang's: every running request waits) and then decodes first (the general path's, with every request a
+    leading decoder, admits the same)."""
+    n = len(batch.idx)
+    if lim.prefill_first and admit_waiting([], n, waiting, req, lim, lim.budget, free, reserved=reserved) is not None:
+        return True
+    if n > lim.budget:  # (the general path grants the budget to the decoders in order: nothing is left)
+        return False
+    return admit_waiting([], n, waiting, req, lim, lim.budget - n, free - entering, True, None, reserved, n) is not None
 
 
 def admits(batch: RunningBatch, waiting, req: Waiting, lim: Limits, free: int, ratio: NewTokenRatio, m: int) -> bool:
     """Whether the schedule after m >= 1 more decode steps of `batch` (every request decoding, none finishing,
-    `free` blocks free now) admits a waiting request: scheduler.schedule's paths for a decoding batch, prompts first
-    (SGLang's: every running request waits) and then decodes first (the general path's, with every request a
-    leading decoder, admits the same)."""
-    n = len(batch.idx)
-    free_m = free - batch.opened_blocks(m)
-    reserved = _reserved(batch, lim, ratio, m)
-    if lim.prefill_first and admit_waiting([], n, waiting, req, lim, lim.budget, free_m, reserved=reserved) is not None:
-        return True
-    if n > lim.budget:  # (the general path grants the budget to the decoders in order: nothing is left)
-        return False
+    `free` blocks free now) admits a waiting request."""
     entering = batch.phase[(-(batch.clock + m)) % lim.block_size]  # blocks the step after them opens
-    got = admit_waiting([], n, waiting, req, lim, lim.budget - n, free_m - entering, True, None, reserved, n)
-    return got is not None
+    return _admits_with(batch, waiting, req, lim, free - batch.opened_blocks(m), entering,
+                        _reserved(batch, lim, ratio, m))
 
 
 def _head_blocks(waiting, req: Waiting, lim: Limits) -> int:
@@ -59,10 +65,8 @@ def first_admission(batch: RunningBatch, waiting, req: Waiting, lim: Limits, fre
                     k: int) -> int:
     """The steps a k-step decode stretch may run before a waiting request is admitted: the least m in [1, k) whose
     schedule after m steps admits one, else k. `waiting` is not empty; no prefix cache."""
-    n, unbounded = len(batch.idx), 1 << 62
-    if not ((lim.prefill_first and admit_waiting([], n, waiting, req, lim, lim.budget, unbounded) is not None)
-            or (n <= lim.budget and admit_waiting([], n, waiting, req, lim, lim.budget - n, unbounded) is not None)):
-        return k  # not for want of KV (no seat, no budget, an unchunked prompt past it): no step of the stretch admits
+    if not _admits_with(batch, waiting, req, lim, 1 << 62, 0, 0):  # not for want of KV (no seat, no budget, an
+        return k  # unchunked prompt past it): no step of the stretch admits
     need = _head_blocks(waiting, req, lim)
     lo, hi = 1, k - 1
     stack = [(lo, hi)]  # runs of steps still to check, the earliest on top

@@ -79,7 +79,6 @@ class Engine(EngineCore):
         self._step_start: float | None = None
         self._queued_s: dict = {}
         self._queue_blocked = False  # the stretch in progress began with its queue's head refused (_blocks_tail)
-        self._asleep: Stretch | None = None  # the decode stretch slept through and not yet applied (free_blocks_now)
         # TRT-LLM's batch waiting (Limits.batch_wait_*, engine/batchwait.py): iterations the scheduled prompts were held
         # so far, and whether this step holds them; a wait needs both bounds > 0, as in TRT-LLM
         self._batch_wait = limits.batch_wait_iters > 0 and limits.batch_wait_tokens > 0
@@ -118,7 +117,7 @@ class Engine(EngineCore):
         steps before the one in progress, and one ending right now only for a reader that comes after that step's
         end (not `at_boundary`: stretch.steps_until's rule). What a policy deciding by free KV reads (Flying's hard
         switch; 2026-12-03 it read kv.free, and under KV pressure the fast path chose otherwise than step by step)."""
-        st, free = self._asleep, self.kv.free
+        st, free = self._stretch, self.kv.free  # (the stretch slept through, until end_step applies it)
         if st is None:
             return free
         done = min(steps_until(self.env.now, st.start_s, st.c0, st.c1, st.k0, st.n, at_boundary)[0] - 1, st.ran)
@@ -203,7 +202,6 @@ class Engine(EngineCore):
                 start, st = env.now, self._stretch_for(plan)  # run: k decode steps in closed form, or one step
                 if st is not None:
                     self._queue_blocked = self._blocks_tail()
-                    self._asleep = st  # (until end_step applies it)
                     ended = yield from self.sleep_stretch(st)
                     k, dur = ended.steps, ended.duration_s
                 else:
@@ -322,7 +320,7 @@ class Engine(EngineCore):
         stretch, `stretch` while it was live), advance the batch, report completions."""
         batch, kv, ratio = self.batch, self.kv, self.ratio
         s, all_decode, k = plan.schedule, plan.all_decode, steps
-        self._asleep = None
+        self._stretch = None  # (applied now: free_blocks_now reads kv.free alone)
         if stretch is not None and k > 1 and self.schedule_ahead:  # the step last scheduled is the stretch's last,
             # begun at its k-1th boundary: a request queued before it is seen by the next step (_hold_back; until
             # 2026-12-03 the stretch's start was taken, hiding every request queued during a stretch that the

@@ -127,8 +127,13 @@ def reserved_blocks(batch: RunningBatch, lim: Limits, ratio: float = 0.0) -> int
     if lim.reserve == "request":
         return batch.full_blocks - batch.used_blocks
     if lim.reserve == "sglang":
-        return -(-int(batch.output_left(lim.clip_output_tokens) * ratio) // lim.block_size)
+        return sglang_reserved_blocks(batch.output_left(lim.clip_output_tokens), ratio, lim.block_size)
     return 0
+
+
+def sglang_reserved_blocks(output_left: int, ratio: float, block_size: int) -> int:
+    """SGLang's claim of the running requests' remaining output (clipped, summed) x new_token_ratio, in blocks."""
+    return -(-int(output_left * ratio) // block_size)
 
 
 def _step_blocks(needed: int, lim: Limits) -> int:
@@ -141,7 +146,7 @@ def _step_blocks(needed: int, lim: Limits) -> int:
 
 
 def admit_waiting(granted: list, n_running: int, waiting, req: Waiting, lim: Limits, left: int, free: int,
-           decode_running: bool = False, cache=None, reserved: int = 0, decoders: int = 0) -> Schedule | None:
+                  decode_running: bool = False, cache=None, reserved: int = 0, decoders: int = 0) -> Schedule | None:
     """Admit waiting requests into `left` tokens and `free` blocks, of which `reserved` are claimed
     by running requests (reserved_blocks); None if none fits."""
     bs, room = lim.block_size, lim.max_seqs - n_running
