@@ -18,6 +18,7 @@
    reader sees where the CLI's time goes beside the inner-loop figure of 1.
 
     python benchmarks/sim_speed.py [--max-n 1000000] [--profile] [--cli-only]
+    python benchmarks/sim_speed.py --table [--repeat 2] [--no-validate]   # issue 36's whole table (speed_table.py)
 
 Engine steps count every decode step a fast-forwarded stretch stands for; iterations are the
 engine-loop turns actually simulated (one per step or stretch). 1 and 2: datasheet roofline.
@@ -199,10 +200,20 @@ def main() -> None:
     p.add_argument("--max-n", type=int, default=1_000_000, help="largest BurstGPT-like trace (10x steps from 10k)")
     p.add_argument("--profile", action="store_true", help="cProfile the Azure TP=8 run instead")
     p.add_argument("--cli-only", action="store_true", help="only the CLI path (subprocess runs, then phases)")
+    p.add_argument("--table", action="store_true", help="issue 36's table: the 1M-request CLI at 300 req/s and at "
+                   "0.5x, 2x, 4x the saturated rate, the Azure CLI, validation, beside a yardstick (benchmarks/"
+                   "speed_table.py; ~15 min)")
+    p.add_argument("--repeat", type=int, default=2, help="with --table: runs of each CLI row (the best is reported)")
+    p.add_argument("--no-validate", action="store_true", help="with --table: skip the validation row (~3-4 min)")
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
           f"on {os.cpu_count()} CPUs; engine core "
           + native.core_label())
+    if args.table:
+        from benchmarks.speed_table import main as table
+
+        table(args.repeat, with_validate=not args.no_validate)
+        return
     if args.cli_only:
         cli_path()
         return

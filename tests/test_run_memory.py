@@ -25,10 +25,25 @@ def r():
 def test_chunked_parquet_reads_back_as_pandas_own(r, tmp_path):
     assert (r.requests["status"] == "rejected").any() and r.requests["status"].nunique() == 2
     for df in (r.requests, r.steps):
-        to_parquet(df, tmp_path / "chunked.parquet", chunk_rows=7)  # (many chunks, a last partial one)
-        df.to_parquet(tmp_path / "whole.parquet", index=False)
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "chunked.parquet"),
-                                      pd.read_parquet(tmp_path / "whole.parquet"))
+        for floats in (True, False):  # (the requests' file: float columns without dictionary encoding)
+            to_parquet(df, tmp_path / "chunked.parquet", chunk_rows=7, dictionary_floats=floats)  # (many chunks)
+            df.to_parquet(tmp_path / "whole.parquet", index=False)
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "chunked.parquet"),
+                                          pd.read_parquet(tmp_path / "whole.parquet"))
+
+
+def test_the_requests_file_writes_its_floats_plain_and_the_rest_with_a_dictionary(r, tmp_path):
+    """The requests' times are distinct floats: dictionary-encoding them cost 3/4 of the file's write time (issue 36)."""
+    import pyarrow.parquet as pq
+
+    from simulator.results.files import write_run
+
+    write_run(tmp_path, r.summary, r.requests, r.steps)
+    meta = pq.ParquetFile(tmp_path / "requests.parquet").metadata
+    enc = {meta.schema.column(i).name: meta.row_group(0).column(i).encodings for i in range(meta.num_columns)}
+    assert not any("DICTIONARY" in e or "RLE_DICTIONARY" in e for e in enc["ttft_ms"] + enc["arrival_s"]), enc
+    assert "RLE_DICTIONARY" in enc["status"] and "RLE_DICTIONARY" in enc["engine"], enc
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "requests.parquet"), r.requests)
 
 
 def test_steps_framed_for_good_are_the_same_frame_and_refuse_more_rows(r):
