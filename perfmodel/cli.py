@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--framework", default="vllm", choices=sorted(FRAMEWORKS),
                    help="serving framework whose memory rule and step overhead apply (docs/frameworks.md)")
     e.add_argument("--framework-version", help="where a default changed between versions (vLLM >= 0.14: async "
-                   "scheduling, no exposed host time per step)")
+                   "scheduling, no exposed host time per step); outside the cited versions, a note")
     e.add_argument("--strategies", default="dp,tp,sp,shift",
                    help="comma list of dp,tp,pp,sp,shift,ep and the dynamic sidp,seesaw,flying,disagg (their rows say which "
                         "layout / mode each number is for); layouts like tp=2,pp=4 are separated by ';'. A strategy "

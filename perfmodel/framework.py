@@ -215,7 +215,7 @@ FRAMEWORKS = {
 VLLM_ASYNC_DEFAULT_FROM = (0, 14)
 
 
-def _version(text: str) -> tuple:
+def version_tuple(text: str) -> tuple:
     """'0.18.0' -> (0, 18, 0); the leading dotted numbers only ('1.0.0rc3' -> (1, 0, 0))."""
     m = re.match(r"\d+(\.\d+)*", str(text).strip())
     if m is None:
@@ -278,14 +278,14 @@ def framework_preset(name: str, version: str | None = None) -> Framework:
         fw = FRAMEWORKS[name]
     except KeyError:
         raise ValueError(f"framework {name!r}: one of {', '.join(FRAMEWORKS)}") from None
-    if version and name == "vllm" and _version(version)[:2] >= VLLM_ASYNC_DEFAULT_FROM:
+    if version and name == "vllm" and version_tuple(version)[:2] >= VLLM_ASYNC_DEFAULT_FROM:
         fw = dataclasses.replace(fw, step_overhead_s=0.0, schedule_ahead=True)
-    elif version and name == "sglang" and _version(version)[:3] >= SGLANG_RESERVE_RULE_FROM:
+    elif version and name == "sglang" and version_tuple(version)[:3] >= SGLANG_RESERVE_RULE_FROM:
         fw = dataclasses.replace(fw, reserve_rule=SGLANG_RESERVE_RULE, graph_rule=graphs.SGLANG)  # (both from 0.5.3)
-    elif version and name == "trtllm" and _version(version)[:2] in TRTLLM_HOST_FLOOR_VERSIONS:
+    elif version and name == "trtllm" and version_tuple(version)[:2] in TRTLLM_HOST_FLOOR_VERSIONS:
         fw = dataclasses.replace(fw, host_floor_s=TRTLLM_HOST_FLOOR_S, host_floor_seq_s=TRTLLM_HOST_FLOOR_SEQ_S)
     elif version:
-        _version(version)  # checked: a version says which defaults apply
+        version_tuple(version)  # checked: a version says which defaults apply
     return fw
 
 

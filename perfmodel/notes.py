@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from .calibration.coverage import source_line
+from .framework import version_tuple
 from .modelspec import checkpoint_weights, resolve_model_path
 
 # How far the datasheet roofline sits from the calibrated H100 profile, on the rows where both exist:
@@ -50,6 +51,32 @@ def run_notes(prof, hw, spec, weights: str, weights_given: bool, gpus: int, chec
         out.append(f"weights: {weights} (the checkpoint is {checkpoint}; --weights {checkpoint} to run it as "
                    "shipped)")
     return out
+
+
+# The versions whose defaults docs/frameworks.md cites from source, oldest and newest per framework: vLLM 0.11.2-0.18.0
+# (arg_utils.py, config/*.py), SGLang 0.5.1.post1-0.5.9 (server_args.py), TRT-LLM 1.0-1.3 (llm_args.py snapshots,
+# the 1.0.0rc3 and 1.3.0rc20 files). A version outside is run with the nearest cited one's defaults and a note says so
+# (version_note): `--framework-version 99.0` (or a typo such as 0.180) is not silently a known one.
+CITED_VERSIONS = {"vllm": ((0, 11, 2), (0, 18, 0)), "sglang": ((0, 5, 1), (0, 5, 9)), "trtllm": ((1, 0, 0), (1, 3, 0))}
+
+
+def version_note(framework: str, version: str | None) -> str | None:
+    """A line when `version` of `framework` lies outside the versions whose defaults are cited from source
+    (CITED_VERSIONS): the run takes the nearest cited version's defaults, and says so. None inside, or
+    without a version."""
+    if not version or framework not in CITED_VERSIONS:
+        return None
+    v, (lo, hi) = version_tuple(version)[:3], CITED_VERSIONS[framework]
+    v = v + (0,) * (3 - len(v))  # ('1.0' -> (1, 0, 0))
+    name = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TRT-LLM"}[framework]
+    if v > hi:
+        return (f"{name} {version} is newer than any version whose defaults are cited from source (newest "
+                f"{'.'.join(map(str, hi))}, docs/frameworks.md): run with that one's defaults")
+    if v < lo:
+        return (f"{name} {version} is older than any version whose defaults are cited from source (oldest "
+                f"{'.'.join(map(str, lo))}, docs/frameworks.md): run with the defaults this project knows, which may "
+                f"not be that version's")
+    return None
 
 
 def checkpoint_format(name_or_path: str) -> str | None:

@@ -104,3 +104,22 @@ def test_weights_default_to_fp8_only_where_the_hardware_has_fp8(capsys):
     w8a16 = _json(capsys, "--trace", LIGHT, "--hardware", "a100", "--weights", "fp8")[0]
     bf16 = _json(capsys, "--trace", LIGHT, "--hardware", "a100")[0]
     assert w8a16["weights"] == "fp8" and w8a16["median_tpot_ms"] < bf16["median_tpot_ms"]  # half the weight bytes
+
+
+@pytest.mark.parametrize("version, says", [("99.0", "newer"), ("0.180", "newer"), ("0.10.1", "older"),
+                                           ("0.18.0", None), ("0.12.0", None)])
+def test_a_framework_version_outside_the_cited_ones_runs_with_a_note(capsys, version, says):
+    """`--framework-version 99.0` (or a typo: 0.180) ran with 0.18.0's defaults and said nothing (2026-12-03): a
+    version outside docs/frameworks.md's cited ones now says whose defaults it got; a cited one says nothing."""
+    summ, err = _json(capsys, "--trace", LIGHT, "--framework", "vllm", "--framework-version", version)
+    notes = [ln for ln in err.splitlines() if "cited from source" in ln]
+    if says is None:
+        assert notes == [] and not any("cited from source" in n for n in summ["notes"])
+    else:
+        assert len(notes) == 1 and notes[0].startswith(f"note: vLLM {version} is {says} than any version"), err
+        assert notes[0][len("note: "):] in summ["notes"]
+    from perfmodel.cli import main as perfmodel_main  # `perfmodel estimate` says the same
+    assert perfmodel_main(["estimate", "--model", "llama-3.1-8b", "--hardware", "h100", "--gpus", "1",
+                           "--framework", "vllm", "--framework-version", version, "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert ("cited from source" in err) == (says is not None), err

@@ -17,7 +17,8 @@ def add_framework_flags(p: argparse.ArgumentParser) -> None:
                         "context); docs/frameworks.md")
     p.add_argument("--framework-version", help="the framework's version where a default changed between versions "
                    "(vLLM >= 0.14: async scheduling, no exposed host time per step); default: the version the "
-                   "constants describe (docs/frameworks.md)")
+                   "constants describe (docs/frameworks.md); one outside the versions it cites runs with the nearest one's "
+                   "defaults, with a note")
     p.add_argument("--gpu-memory-utilization", type=float, help="fraction of each GPU's memory the engine may use "
                    f"(weights, activations, KV), as vLLM's flag; default {DEFAULT_FRAMEWORK.gpu_memory_utilization}")
     p.add_argument("--step-overhead-ms", type=float, help="fixed CPU time per engine step that the GPU waits on "
