@@ -279,8 +279,7 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     # what the numbers rest on (perfmodel.notes, as `perfmodel estimate` says it): a profile section the run
     # needs and the profile lacks, a profile fitted for another GPU, a default weight format not the checkpoint's
     notes += run_notes(prof, hw, spec, weights, rs.weights is not None, rs.gpus, checkpoint_format(rs.model))
-    if version_note(rs.framework, rs.framework_version):  # (a version past or before the cited ones)
-        notes.append(version_note(rs.framework, rs.framework_version))
+    notes += [n for n in (version_note(rs.framework, rs.framework_version),) if n]  # (a version outside the cited)
     if prof is None and rs.profile is None:  # (no calibrated profile for this GPU: a datasheet run, not asked for)
         notes.append(f"{hw.name} has no calibrated profile: {datasheet_line(hw)}")
     if getattr(wl, "failed_dropped", 0):  # (--drop-failed: never replayed, so counted here, not silently gone)
