@@ -27,13 +27,13 @@ from benchmarks.overload_speed import CLI, TRACE, YARDSTICK, replay, saturated_r
 def child(args: list) -> tuple[float, float]:
     """(wall seconds, the child's own peak RSS in GB) of one command; raises with its stderr on failure."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = p.stderr.read()  # (drained before waiting: the progress bar must not fill the pipe)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode:
-        raise SystemExit(f"{' '.join(args[:6])} ... failed (rc {p.returncode}):\n{err.decode()[-2000:]}")
+    with subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as p:
+        err = p.stderr.read()  # (drained before waiting: the progress bar must not fill the pipe)
+        _, status, ru = os.wait4(p.pid, 0)  # (its own rusage, which Popen.wait does not give)
+        wall = time.perf_counter() - t0
+        p.returncode = rc = os.waitstatus_to_exitcode(status)  # (reaped here: Popen must not wait for it again)
+    if rc:
+        raise SystemExit(f"{' '.join(args[:6])} ... failed (rc {rc}):\n{err.decode()[-2000:]}")
     return wall, ru.ru_maxrss * 1024 / 1e9  # ru_maxrss is KiB on Linux
 
 

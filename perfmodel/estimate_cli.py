@@ -15,7 +15,7 @@ from .hardware import load_hardware
 from .layout import LayoutError
 from .formats import check_kv_dtype
 from .modelspec import default_weights, load_model
-from .notes import checkpoint_format, profile_line, run_notes, version_note
+from .notes import checkpoint_format, profile_line, run_notes
 
 
 ESTIMATE_KEYS = ("strategy", "layout", "ttft_ms", "tpot_ms", "throughput_tokens_per_s", "max_context_tokens",
@@ -74,8 +74,8 @@ def estimate_rows(args, out=None) -> int:
              "tokenize_us_per_token": round(1e6 * fw.tokenize_s_per_token, 9),
              "profile": prof.name if prof is not None else "none (datasheet)"}
     notes = [f"profile: {profile_line(prof, hw)}", *run_notes(prof, hw, spec, weights, args.weights is not None,
-                                                                args.gpus, checkpoint_format(args.model))]
-    notes += [n for n in (version_note(args.framework, args.framework_version),) if n]
+                                                                args.gpus, checkpoint_format(args.model),
+                                                                args.framework, args.framework_version)]
     rows, failed = [], []
     for s in strategies:
         try:

@@ -36,10 +36,12 @@ def profile_line(prof, hw) -> str:
     return f"{prof.name} ({source_line(prof)})"
 
 
-def run_notes(prof, hw, spec, weights: str, weights_given: bool, gpus: int, checkpoint: str | None) -> list[str]:
-    """Warnings for this run: the profile's caveats that apply to it, a profile for other hardware, and
-    a default weight format other than the checkpoint's own (`checkpoint`: its format, None unknown)."""
-    out = []
+def run_notes(prof, hw, spec, weights: str, weights_given: bool, gpus: int, checkpoint: str | None,
+              framework: str = "", version: str | None = None) -> list[str]:
+    """Warnings for this run: the profile's caveats that apply to it, a profile for other hardware,
+    a default weight format other than the checkpoint's own (`checkpoint`: its format, None unknown), and a
+    `framework` `version` outside the cited ones (version_note)."""
+    out = [n for n in (version_note(framework, version),) if n]
     if prof is not None:
         if prof.hardware != hw.name:
             out.append(f"profile {prof.name} was fitted for {prof.hardware}, not {hw.name}: its tables describe "
@@ -58,6 +60,7 @@ def run_notes(prof, hw, spec, weights: str, weights_given: bool, gpus: int, chec
 # the 1.0.0rc3 and 1.3.0rc20 files). A version outside is run with the nearest cited one's defaults and a note says so
 # (version_note): `--framework-version 99.0` (or a typo such as 0.180) is not silently a known one.
 CITED_VERSIONS = {"vllm": ((0, 11, 2), (0, 18, 0)), "sglang": ((0, 5, 1), (0, 5, 9)), "trtllm": ((1, 0, 0), (1, 3, 0))}
+FRAMEWORK_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TRT-LLM"}  # as the frameworks write their names
 
 
 def version_note(framework: str, version: str | None) -> str | None:
@@ -68,7 +71,7 @@ def version_note(framework: str, version: str | None) -> str | None:
         return None
     v, (lo, hi) = version_tuple(version)[:3], CITED_VERSIONS[framework]
     v = v + (0,) * (3 - len(v))  # ('1.0' -> (1, 0, 0))
-    name = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TRT-LLM"}[framework]
+    name = FRAMEWORK_NAMES[framework]
     if v > hi:
         return (f"{name} {version} is newer than any version whose defaults are cited from source (newest "
                 f"{'.'.join(map(str, hi))}, docs/frameworks.md): run with that one's defaults")

@@ -25,7 +25,7 @@ from perfmodel.formats import check_kv_dtype
 from perfmodel.hfconfig import SSM_DTYPE_BYTES
 from perfmodel.specdec import MTP_ACCEPTANCE, SpecDecode
 from perfmodel.modelspec import default_weights, load_model
-from perfmodel.notes import checkpoint_format, datasheet_line, run_notes, version_note
+from perfmodel.notes import checkpoint_format, datasheet_line, run_notes
 from simulator import make_callable
 from simulator.cluster.simulate import SimConfig, SimResult, simulate
 from simulator.engine.config import EngineConfig, framework_engine
@@ -277,9 +277,10 @@ def run(wl, rs: RunSpec, progress=None, framework=None, *, workload_args=None, d
     summ = summarize(req, steps, res.engines, rs.slo_ttft_ms, rs.slo_tpot_ms)
     notes = list(dict.fromkeys(e["note"] for e in res.engines if e.get("note")))
     # what the numbers rest on (perfmodel.notes, as `perfmodel estimate` says it): a profile section the run
-    # needs and the profile lacks, a profile fitted for another GPU, a default weight format not the checkpoint's
-    notes += run_notes(prof, hw, spec, weights, rs.weights is not None, rs.gpus, checkpoint_format(rs.model))
-    notes += [n for n in (version_note(rs.framework, rs.framework_version),) if n]  # (a version outside the cited)
+    # needs and the profile lacks, a profile fitted for another GPU, a default weight format not the checkpoint's,
+    # a framework version outside the cited ones
+    notes += run_notes(prof, hw, spec, weights, rs.weights is not None, rs.gpus, checkpoint_format(rs.model),
+                       rs.framework, rs.framework_version)
     if prof is None and rs.profile is None:  # (no calibrated profile for this GPU: a datasheet run, not asked for)
         notes.append(f"{hw.name} has no calibrated profile: {datasheet_line(hw)}")
     if getattr(wl, "failed_dropped", 0):  # (--drop-failed: never replayed, so counted here, not silently gone)

@@ -16,9 +16,10 @@ Sources (the flags simulator/apps/recommend/serve.py prints):
 """
 from __future__ import annotations
 
+from perfmodel.notes import FRAMEWORK_NAMES as NAMES
+
 ALL = frozenset({"vllm", "sglang", "trtllm"})
 RESEARCH = frozenset({"flying", "seesaw", "sidp"})
-NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TRT-LLM"}
 # policy (RunSpec.policy) -> the frameworks that serve it; static layouts also need SUPPORTS_SP for sp > 1
 POLICY_FRAMEWORKS = {"layout": ALL, "disagg": ALL, "shift": frozenset({"vllm"}),
                      **{p: frozenset() for p in RESEARCH}}
