@@ -9,7 +9,9 @@ slower than native, so keep n small. 2026-12-02, 2k and 6k requests: 300 req/s 2
 request (1.09x fewer) with the bit-identical cuts of that day (docs/simulator.md, Speed), 108 req/s 392.8k ->
 356.0k; then 242.0k -> 242.4k at 2k / 10k for the attention-DP balance's split of Engine.begin_step; later that day
 (2k / 6k) 262.0k -> 237.3k at 300 req/s and 351.3k -> 319.7k at 108 for stretches cut without simpy's interrupt and
-an open loop fed to the tokenizer without an event per arrival (docs/simulator.md, "Events, not lines").
+an open loop fed to the tokenizer without an event per arrival (docs/simulator.md, "Events, not lines"); 2026-12-03
+(the compiled build, OPENBLAS_NUM_THREADS=1 in the child: repeats agree to 0.001%) 164.9k -> 148.1k at 108 req/s
+(docs/simulator.md, "Fewer generic calls").
 
     python benchmarks/instructions_per_request.py [--rate 300] [--n 2000 6000] [--tree DIR ...]
 """
@@ -32,7 +34,9 @@ RUN = ("import sys\nfrom simulator.run import RunSpec, run\nfrom simulator.workl
 
 def instructions(tree: Path, rate: float, n: int) -> int:
     """Instructions (callgrind's Ir) of one process replaying n requests with the simulator of `tree`."""
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")
+    # (OPENBLAS_NUM_THREADS=1: numpy's OpenBLAS starts idle worker threads whose polling callgrind counts too, a few
+    # million instructions that vary run to run; with them two runs of one compiled tree moved ~5%, without 0.001%)
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
                           RUN, str(rate), str(n)], env=env, cwd=tree, capture_output=True, text=True, check=True)
     found = re.search(r"Collected\s*:\s*(\d+)", out.stderr)

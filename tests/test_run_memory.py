@@ -59,3 +59,41 @@ def test_steps_framed_for_good_are_the_same_frame_and_refuse_more_rows(r):
     with pytest.raises(RuntimeError, match="framed for good"):  # (StepRow's path: the kernels')
         recs.append(step_row(start_s=0.0, duration_s=1.0, engine=0, mode=0.0, steps=1,
                              agg=StepAgg(0, 0, 0.0, 0.0, 1, 1.0), kv_used_tokens=0.0, waiting=0))
+
+
+def test_step_rows_packed_in_place_frame_as_added_across_the_arrays_growth():
+    """StepRecords packs each row into room grown 8,192 rows at a time, and frames the rows through a blocked transpose
+    (issue 36): across several growths, with a frame taken midway and rows added after it, every frame holds exactly
+    the rows added (both paths, the engines' add and the kernels' StepRow), none of the zeros past them."""
+    import numpy as np
+
+    from simulator.results.records import STEP_COLUMNS, StepRecords
+
+    rng = np.random.default_rng(7)
+    recs, expected = StepRecords(), []
+    recs.mode_code("base"), recs.mode_code("shift")
+
+    def add(n):
+        for j in range(n):
+            t, d, kv = (float(x) for x in rng.random(3))
+            agg = StepAgg(int(rng.integers(0, 9000)), int(rng.integers(0, 9)), float(rng.random()), float(rng.random()),
+                          int(rng.integers(0, 300)), float(rng.random()))
+            row = dict(start_s=t, duration_s=d, engine=j % 8, mode=float(j % 2), steps=1 + j % 7, agg=agg,
+                       kv_used_tokens=kv, waiting=j % 5, switch_s=0.0)
+            if j % 3:
+                recs.add(**row)
+            else:
+                recs.append(step_row(**row))
+            expected.append([t, d, j % 8, j % 2, 1 + j % 7, *agg, kv, j % 5, 0.0])
+
+    def frame_of(rows):
+        df = pd.DataFrame(np.array(rows, dtype=float).reshape(-1, len(STEP_COLUMNS)), columns=list(STEP_COLUMNS))
+        df = df.astype({"engine": np.int64, "steps": np.int64})
+        df["mode"] = pd.Categorical.from_codes(df["mode"].astype(int), categories=["base", "shift"])
+        return df
+
+    add(9000)  # past the first growth
+    pd.testing.assert_frame_equal(recs.frame(), frame_of(expected), check_exact=True)
+    add(20000)  # rows after a frame, two growths more
+    assert len(recs) == 29000
+    pd.testing.assert_frame_equal(recs.frame(final=True), frame_of(expected), check_exact=True)

@@ -26,6 +26,8 @@ class Gate:
                  max_waiting: int, front: Any, progress: Any) -> None:
         self.env, self.recs = env, recs
         self.total_tokens: list[int] = recs.total_tokens  # (Python ints: RequestRecords)
+        # the records' columns read or written once a request (held here: an attribute of `recs` is a lookup more)
+        self.issued_s, self.arrival_s, self.input_tokens = recs.issued_s, recs.arrival_s, recs.input_tokens
         self.max_model_len, self.chunk_tokens = max_model_len, attention_chunk_tokens
         self.budget, self.max_waiting = budget, max_waiting
         self.front, self.progress = front, progress
@@ -60,7 +62,7 @@ class Gate:
     def sent(self, pos: int, now: float) -> bool:
         """The client sends request `pos` at `now`: TTFT's start, whatever waits come after (every policy); whether
         it passes the server's first check."""
-        self.recs.issued_s[pos] = now
+        self.issued_s[pos] = now
         reason = self.too_long(pos)
         return True if reason is None else self.reject(pos, reason)
 
@@ -68,7 +70,7 @@ class Gate:
         if not self.sent(pos, self.env.now):
             return False
         if self.tokenizing:  # the server checks the rest once tokenized
-            self.tokenizer.send(pos, int(self.recs.input_tokens[pos]))
+            self.tokenizer.send(pos, self.input_tokens.item(pos))  # (.item: a Python int in one call)
             return True
         return self.deliver(pos, at_boundary)
 
@@ -94,4 +96,4 @@ class Gate:
             self.arrivals.finished(pos)  # rejected there: its client's slot is free
 
     def tokens_of(self, pos: int) -> int | None:
-        return int(self.recs.input_tokens[pos]) if self.sent(pos, self.recs.arrival_s[pos]) else None
+        return self.input_tokens.item(pos) if self.sent(pos, self.arrival_s.item(pos)) else None

@@ -18,18 +18,21 @@ blocks, ceil(computed / block_size) - own; the engine adds the cache's reference
 """
 from __future__ import annotations
 
-import bisect
-import heapq
-from typing import NamedTuple
+from bisect import bisect_left  # (compiled, a from-import is a global's read; heapq.heappop an attribute
+from heapq import heappop, heappush  # lookup on the module per call)
+from typing import Final, NamedTuple
 
 import numpy as np
+
+_NEW: Final = tuple.__new__  # (a NamedTuple built without its __new__ call: scheduler.Schedule's note)
 
 COLUMNS = ("idx", "prompt", "output", "computed", "generated", "blocks")
 # a completion-order entry is one int, key x POS_SPAN + position: ordered as the tuple (key, position) for
 # positions in [0, POS_SPAN), compared at int speed (issue 36: a heappop + heappush on ~500 entries takes
 # 0.57 us as tuples, 0.30 us as ints)
-POS_BITS = 32
-POS_SPAN, POS_MASK = 1 << POS_BITS, (1 << POS_BITS) - 1
+POS_BITS: Final = 32  # (Final: compiled, a constant in the C, not a lookup in the module's dict per use)
+POS_SPAN: Final = 1 << POS_BITS
+POS_MASK: Final = (1 << POS_BITS) - 1
 
 
 def blocks_for(tokens, block_size: int):
@@ -128,7 +131,7 @@ class RunningBatch:
         """All-decode steps until the first request completes: min(output - generated)."""
         heap, key = self._left, self._key
         while key.get(heap[0] & POS_MASK) != heap[0] >> POS_BITS:
-            heapq.heappop(heap)
+            heappop(heap)
         return (heap[0] >> POS_BITS) - self.clock
 
     def finished(self, exclude=()) -> list[int]:
@@ -137,7 +140,7 @@ class RunningBatch:
         heap, key, out, keep, last = self._left, self._key, [], [], -1
         bound = (self.clock + 1) * POS_SPAN  # entries of keys <= the clock
         while heap and heap[0] < bound:
-            entry = heapq.heappop(heap)
+            entry = heappop(heap)
             if entry == last:  # a second entry of one key: a request that left and came back at the same key (the
                 continue  # clock stays through a prompts-only step), counted once
             last = entry
@@ -149,7 +152,7 @@ class RunningBatch:
                 else:
                     out.append(i)
         for entry in keep:  # not judged here: still in the order
-            heapq.heappush(heap, entry)
+            heappush(heap, entry)
         out.sort()
         return out
 
@@ -178,7 +181,7 @@ class RunningBatch:
 
     def index(self, pos: int) -> int:
         """Batch position of the running request `pos` (O(log batch))."""
-        return bisect.bisect_left(self._seq, self._seq_of[pos])
+        return bisect_left(self._seq, self._seq_of[pos])
 
     # ---- changes (each keeps the sums, the block count and the phases exact) -----------------
     # A request with c tokens computed entering (+1) or leaving (-1) the batch adds +-(c - clock) to sum_cbase,
@@ -190,7 +193,7 @@ class RunningBatch:
         if self._clip is not None and key - self.clock > self._clip:
             self._over[pos] = key
         self._key[pos] = key
-        heapq.heappush(self._left, key * POS_SPAN + pos)
+        heappush(self._left, key * POS_SPAN + pos)
 
     def append(self, pos: int, prompt: int, output: int, computed: int, generated: int, own: int = 0) -> None:
         """Admit a request (at the tail), `own` of its blocks held through the prefix cache."""
@@ -251,8 +254,14 @@ class RunningBatch:
             self.sum_key -= self._key.pop(pos)
             self.full_blocks -= -(-(prompt[i] + output[i]) // self.block_size)
             del self._seq_of[pos]
-            gone.append(tuple.__new__(Left, (pos, gbase[i] + d)))  # (Left(...) without its __new__ call)
-            del idx[i], prompt[i], output[i], cbase[i], gbase[i], own[i], seq[i]
+            gone.append(_NEW(Left, (pos, gbase[i] + d)))  # (Left(...) without its __new__ call)
+            idx.pop(i)  # (list.pop, not del: compiled, a list primitive, where del is the generic item deletion)
+            prompt.pop(i)
+            output.pop(i)
+            cbase.pop(i)
+            gbase.pop(i)
+            own.pop(i)
+            seq.pop(i)
         gone.reverse()
         return gone
 
@@ -277,10 +286,14 @@ class RunningBatch:
         one per request whose phase (cbase mod bs) lies in a cyclic range of b + 1 phases: a sum over part of the
         phase histogram, O(1) lines, not O(batch) or a loop over the phases."""
         bs, ph = self.block_size, self.phase
-        a, b = divmod(k - 1, bs)
+        a, b = (k - 1) // bs, (k - 1) % bs  # (divmod: a generic call compiled)
         lo = (-b - self.clock) % bs  # phases from lo, b + 1 of them (cyclic)
         hi = lo + b + 1
-        tail = sum(ph[lo:hi]) if hi <= bs else sum(ph[lo:]) + sum(ph[:hi - bs])
+        tail = 0  # (a loop over at most block_size ints: compiled, C; sum() of slices was two lists and a
+        for j in range(lo, min(hi, bs)):  # generic call each, ~1k instructions a stretch)
+            tail += ph[j]
+        for j in range(hi - bs):
+            tail += ph[j]
         return len(self.idx) * a + tail
 
     def decode(self, k: int) -> None:

@@ -23,6 +23,8 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
+from simulator.results.records import StepRecords
+
 from .stretch import Stretch, cut_stretch, sleep_stretch
 
 
@@ -58,7 +60,8 @@ class EngineCore:
 
     def __init__(self, *, env, index: int, recs, steps, fast_forward: bool = True, total_tokens=None,
                  finish_s=None, engine_of=None, kv_per_gpu_divisor: int = 1):
-        self.env, self.index, self.recs, self.steps, self.fast_forward = env, index, recs, steps, fast_forward
+        self.env, self.index, self.recs, self.fast_forward = env, index, recs, fast_forward
+        self.steps: StepRecords = steps  # (typed: compiled, each step's row is a native call)
         self.total_tokens = recs.total_tokens if total_tokens is None else total_tokens
         self.finish_s = recs.finish_s if finish_s is None else finish_s
         self.engine_of = recs.engine if engine_of is None else engine_of

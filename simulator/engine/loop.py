@@ -17,7 +17,7 @@ mid-stretch too). begin_step/end_step (one step's schedule and apply) are for a 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -28,7 +28,9 @@ from .kv import KVBlocks
 from .prefix import PrefixCache
 from .runner import Runner
 from .scheduler import Schedule, Waiting, schedule
-from .stretch import Stretch, steps_until
+from .stretch import Stretch, delay_toward, steps_until
+
+_NEW: Final = tuple.__new__  # (a NamedTuple built without its __new__ call: scheduler.Schedule's note)
 
 
 class _Hold:
@@ -200,10 +202,15 @@ class Engine(EngineCore):
             else:
                 plan = self.begin_step()  # schedule
                 start, st = env.now, self._stretch_for(plan)  # run: k decode steps in closed form, or one step
-                if st is not None:
+                if st is not None:  # (EngineCore.sleep_stretch written out: no generator object and no
+                    # resume through it per stretch, ~2.5% of a replay's instructions at half load)
                     self._queue_blocked = self._blocks_tail()
-                    ended = yield from self.sleep_stretch(st)
-                    k, dur = ended.steps, ended.duration_s
+                    self._stretch = st
+                    yield env.timeout(st.duration_s())  # (cut_stretch may move this wait onto an earlier timeout)
+                    while st.end_s is not None and env.now < st.end_s:  # (stretch.sleep_stretch's second wait)
+                        yield env.timeout(delay_toward(env.now, st.end_s))
+                    st.live = False
+                    k, dur = st.ran, env.now - st.start_s
                 else:
                     k, dur = 1, self.runner.step_s(plan.table, plan.agg) if self.runner.floored else \
                         plan.table.step_s(plan.agg)
@@ -289,7 +296,7 @@ class Engine(EngineCore):
         runner = self.runner
         mode = runner.only or runner.choose(agg.prefill_tokens + agg.decode_seqs)  # the policy's mode for the step's tokens
         # (a NamedTuple without its generated __new__ call: scheduler.Schedule's note)
-        return tuple.__new__(step.StepPlan, (s, agg, step.all_decode(batch, s, agg), mode, runner.tables[mode]))
+        return _NEW(step.StepPlan, (s, agg, step.all_decode(batch, s, agg), mode, runner.tables[mode]))
 
     def _wait_for_batch(self, s, batch, ratio):
         """The schedule the step runs under TRT-LLM's batch waiting (engine/batchwait.py): `s`, or without its
@@ -353,11 +360,11 @@ class Engine(EngineCore):
     def _complete(self, at: list) -> list:
         """Record the requests at batch positions `at` as finished now and free their KV; their
         positions in the workload."""
-        pos, cache, complete = [], self.cache, self.complete
+        pos, cache = [], self.cache
         for left in self.batch.remove(at):
             if cache is not None:
                 cache.release(left.pos)
-            complete(left.pos, left.generated)
+            self.complete(left.pos, left.generated)  # (compiled: a native call; a bound method was a Python call)
             pos.append(left.pos)
         self._sync_kv()
         return pos

@@ -6,9 +6,11 @@ policy's step object built on one, e.g. SiDP's, whose times depend on the moment
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, Final, NamedTuple
 
 from perfmodel.steptable import StepTable
+
+_NEW: Final = tuple.__new__  # (a NamedTuple built without its __new__ call: scheduler.Schedule's note)
 
 
 class DecodeLine(NamedTuple):
@@ -62,7 +64,7 @@ class Runner:
         got = self._affine.get((mode, n))
         if got is None:
             got = self._affine[(mode, n)] = table.decode_affine(n)
-        line = tuple.__new__(DecodeLine, (got.c0_s, got.c1_s_per_key, steps))  # (scheduler.Schedule's note)
+        line = _NEW(DecodeLine, (got.c0_s, got.c1_s_per_key, steps))  # (scheduler.Schedule's note)
         return floored_line(line, k0, n, self.floor_at(n)) if self.floored else line
 
 
@@ -83,4 +85,4 @@ def floored_line(line: DecodeLine, k0: float, n: int, floor_s: float) -> DecodeL
             m -= 1
         while m < steps and c0 + c1 * (k0 + m * n) <= floor_s:
             m += 1
-    return tuple.__new__(DecodeLine, (floor_s, 0.0, m))
+    return _NEW(DecodeLine, (floor_s, 0.0, m))

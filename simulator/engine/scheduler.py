@@ -26,12 +26,14 @@ and the cache blocks only it holds.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 from mypy_extensions import mypyc_attr
 
 from .batch import RunningBatch
+
+_NEW: Final = tuple.__new__  # (a NamedTuple built without its __new__ call: Schedule's note)
 
 
 @mypyc_attr(native_class=False)  # (compiled, a plain class still: kernels' spawned workers unpickle it)
@@ -90,8 +92,9 @@ class Schedule(NamedTuple):
     """What the next step runs. The engine first drops the `preempt` last running requests, then
     appends `admitted` (columns of the running batch); `granted` is per request of the result.
     (A NamedTuple: immutable like a frozen dataclass, built once per step at a fraction of the cost. The engine's
-    per-step NamedTuples are built as tuple.__new__(Cls, (every field, in order)): their generated __new__ is a
-    Python-level call, ~130 ns more each; issue 36.)"""
+    per-step NamedTuples are built as tuple.__new__(Cls, (every field, in order)), that bound method held once as
+    each module's _NEW (looked up per call it was ~20% of the call): their generated __new__ is a Python-level
+    call, ~130 ns more each; issue 36.)"""
 
     granted: list  # tokens per running request kept, then per admitted request
     preempt: int = 0  # running requests preempted from the tail (recompute)
@@ -155,13 +158,16 @@ def admit_waiting(granted: list, n_running: int, waiting, req: Waiting, lim: Lim
     cols: list = []
     toks: list = []
     whole = True
-    rule = lim.reserve
+    rule, chunked_prefill, cap = lim.reserve, lim.chunked_prefill, lim.chunk_cap  # (read once: Limits is a Python
+    # class, each attribute a lookup)
     taken: Any = set() if cache is not None else None  # unreferenced cache entries an earlier admission takes
-    inputs, generated = req.input_tokens, req.generated
+    inputs, generated, outputs = req.input_tokens, req.generated, req.output_tokens
     for pos in admission_order(waiting, req, lim):
         if left <= 0 or len(cols) >= room:
             break
-        prompt, gen = int(inputs[pos]), int(generated[pos])
+        # (.item: the Python int in one call, where int(inputs[pos]) makes a numpy scalar first, ~1k instructions)
+        prompt: int = inputs.item(pos)
+        gen: int = generated.item(pos)
         hit, cost = 0, 0
         if cache is not None:
             found = cache.hit(pos)
@@ -175,20 +181,20 @@ def admit_waiting(granted: list, n_running: int, waiting, req: Waiting, lim: Lim
         # prompt + generated, which may not fit one step. That recompute runs in chunks of the budget, as a running
         # request's rest does (schedule: `wants`), rather than block the queue's head forever (differential_fuzz
         # seed 1001: Flying on TRT-LLM, 8137 + 791 tokens against 8192)
-        chunked = lim.chunked_prefill or (gen > 0 and target > lim.chunk_cap)
-        n_new = min(target, left, lim.chunk_cap) if chunked else target
+        chunked = chunked_prefill or (gen > 0 and target > cap)
+        n_new = min(target, left, cap) if chunked else target
         if rule == "chunk":  # tokens that must fit the free blocks (blocks are still taken chunk by chunk)
             fit = n_new
         elif rule == "prompt":
             fit = target
         else:  # the whole request, or its prompt and (clipped) output estimate: claimed until it ends
-            out = int(req.output_tokens[pos]) - gen
+            out = outputs.item(pos) - gen
             fit = target + (out if rule == "request" else min(out, lim.clip_output_tokens))
         if n_new > left or -(-fit // bs) + cost > free - reserved:
             break
         if cost:
             taken.update(new)
-        cols.append(tuple.__new__(Admitted, (pos, prompt, int(req.output_tokens[pos]), hit, gen)))
+        cols.append(_NEW(Admitted, (pos, prompt, outputs.item(pos), hit, gen)))
         toks.append(n_new)
         whole = whole and n_new == target
         left -= n_new
@@ -198,7 +204,7 @@ def admit_waiting(granted: list, n_running: int, waiting, req: Waiting, lim: Lim
     if not cols:
         return None
     granted.extend(toks)  # (the callers' list is their own, built for this step: no copy of the running batch's)
-    return tuple.__new__(Schedule, (granted, 0, tuple(cols), tuple(toks), decode_running, whole, decoders))
+    return _NEW(Schedule, (granted, 0, tuple(cols), tuple(toks), decode_running, whole, decoders))
 
 
 def _prefill_step(batch: RunningBatch, n: int, waiting, req: Waiting, lim: Limits, free_blocks: int, cache,
@@ -230,7 +236,7 @@ def _prefill_step(batch: RunningBatch, n: int, waiting, req: Waiting, lim: Limit
                             reserved=reserved)
         if got is not None:
             return got
-    return tuple.__new__(Schedule, (granted, 0, (), (), False, True, 0)) if left < lim.budget else None
+    return _NEW(Schedule, (granted, 0, (), (), False, True, 0)) if left < lim.budget else None
 
 
 def schedule(batch: RunningBatch, waiting, free_blocks: int, req: Waiting, lim: Limits, admit: bool = True,
@@ -254,7 +260,7 @@ def schedule(batch: RunningBatch, waiting, free_blocks: int, req: Waiting, lim: 
                                 free_blocks - _step_blocks(batch.entering_block(), lim), True, cache, reserved, n)
             if got is not None:
                 return got
-        return tuple.__new__(Schedule, (granted, 0, (), (), True, True, n))  # (decode_running, decoders=n)
+        return _NEW(Schedule, (granted, 0, (), (), True, True, n))  # (decode_running, decoders=n)
     # the leading decoders (batch.lead) want one token each and open a block when their computed tokens
     # fill one (c % block_size == 0): counted in aggregate; the requests after them one by one
     cap, bs, d = lim.chunk_cap, lim.block_size, batch.clock
@@ -282,4 +288,4 @@ def schedule(batch: RunningBatch, waiting, free_blocks: int, req: Waiting, lim: 
                             free - _step_blocks(needed, lim), cache=cache, reserved=reserved, decoders=lead)
         if got is not None:
             return got
-    return tuple.__new__(Schedule, (granted, 0, (), (), False, True, lead))  # (decoders=lead)
+    return _NEW(Schedule, (granted, 0, (), (), False, True, lead))  # (decoders=lead)

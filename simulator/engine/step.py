@@ -5,12 +5,14 @@ when it ends. No clock of their own: the engine passes `now`.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from perfmodel.batch import StepAgg
 
 from .batch import RunningBatch
 from .scheduler import Schedule
+
+_NEW: Final = tuple.__new__  # (a NamedTuple built without its __new__ call: scheduler.Schedule's note)
 
 
 class StepPlan(NamedTuple):
@@ -45,7 +47,8 @@ def begin(batch: RunningBatch, waiting, recs, s: Schedule, now: float, cache=Non
             waiting.popleft()
         else:
             waiting.remove(pos)
-        if scheduled[pos] != scheduled[pos]:  # NaN: the first time it runs
+        first: float = scheduled.item(pos)  # (.item: one read, a Python float)
+        if first != first:  # NaN: the first time it runs
             scheduled[pos] = now
             if cache is not None:
                 recs.cached_tokens[pos] = hit
@@ -58,7 +61,8 @@ def begin(batch: RunningBatch, waiting, recs, s: Schedule, now: float, cache=Non
             batch.append(pos, prompt, adm.output, 0, adm.generated)
 
 
-def _sums(grants, contexts) -> tuple:
+def _sums(grants, contexts) -> tuple[int, int, int, int, int, int]:  # (typed: unboxed, and float() of each a
+    # primitive, not a call)
     """(prefill tokens, prefill seqs, causal pairs, prefill keys, decode seqs, decode keys) as exact
     integers, of requests computing `grants` tokens after `contexts` cached ones. A 1-token step after
     a non-empty context costs as a decode (perfmodel.batch), though here it may be the last prefill
@@ -90,11 +94,11 @@ def aggregates(batch: RunningBatch, s: Schedule) -> StepAgg:
         adm = s.admitted_tokens
         dn = len(s.granted) - len(adm)
         if not adm:
-            return tuple.__new__(StepAgg, (0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0))
+            return _NEW(StepAgg, (0, 0, 0.0, 0.0, dn, float(batch.sum_computed + dn) if dn else 0.0))
         hits = [a.hit for a in s.admitted]  # an admitted request's context: its prefix-cache hit (or 0)
         pt, ps, pairs, pkv, adn, adkv = _sums(adm, hits)
         dkv = batch.sum_computed - sum(hits) + dn + adkv if dn + adn else 0  # the decoders' keys, then theirs
-        return tuple.__new__(StepAgg, (pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)))
+        return _NEW(StepAgg, (pt, ps, float(pairs), float(pkv), dn + adn, float(dkv)))
     # the leading decoders (s.decoders: one token each after their context) in aggregate, the rest one by one
     lead, d, cbase = s.decoders, batch.clock, batch.cbase
     start = len(s.granted) - len(s.admitted) if prompts_only(s) else lead  # (then the running add nothing)
@@ -103,7 +107,7 @@ def aggregates(batch: RunningBatch, s: Schedule) -> StepAgg:
     if lead:
         dn += lead
         dkv += batch.sum_computed - sum(rest) + lead
-    return tuple.__new__(StepAgg, (pt, ps, float(pairs), float(pkv), dn, float(dkv)))
+    return _NEW(StepAgg, (pt, ps, float(pairs), float(pkv), dn, float(dkv)))
 
 
 def all_decode(batch: RunningBatch, s: Schedule, agg: StepAgg) -> bool:

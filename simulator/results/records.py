@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import array
 import struct
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,11 @@ STEP_COLUMNS = StepRow._fields
 # one row's bytes, native doubles: array.extend converts each value with a PyArg_Parse ("d") of ~260 instructions,
 # twice (~9k a row, 4% of a replay at half load under callgrind); struct.pack converts with PyFloat_AsDouble, the same
 # conversion (so the same doubles, ints and numpy scalars included), ~20 each
-_ROW = struct.Struct(f"@{len(STEP_COLUMNS)}d")
+_ROW: Final = struct.Struct(f"@{len(STEP_COLUMNS)}d")
+# the rows' array grows by this many zero bytes (8,192 rows) at a time, and each row is packed into its place
+# (Struct.pack_into): packing a bytes object and appending it (frombytes) cost a call and a copy more a row, ~1k
+# instructions, 1% of a replay at half load
+_GROW: Final = bytes(_ROW.size * 8192)
 
 
 def step_row(*, start_s: float, duration_s: float, engine: int, mode: float, steps: int, agg,
@@ -120,21 +124,12 @@ class RequestRecords:
 
 
 class _Released:
-    """StepRecords' rows once framed for good (frame(final=True)): their count; adding more raises."""
+    """StepRecords' rows once framed for good (frame(final=True)): adding more raises."""
 
-    __slots__ = ("n",)
+    __slots__ = ()
 
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def extend(self, _row) -> None:  # (StepRecords.append's)
+    def frombytes(self, _room) -> None:  # (StepRecords._grow's)
         raise RuntimeError("step records were framed for good (StepRecords.frame(final=True)): no more rows")
-
-    def frombytes(self, row) -> None:  # (StepRecords.add_row's)
-        self.extend(row)
 
 
 class StepRecords:
@@ -144,6 +139,8 @@ class StepRecords:
 
     def __init__(self):
         self._rows: Any = array.array("d")
+        self._off = 0  # bytes of rows written (the array holds _cap: rows past _off are zeros to write over)
+        self._cap = 0
         self.modes: list[str] = []  # mode names, indexed by the float code in column "mode"
         self._mode_code: dict = {}
         self._final: Any = None  # the frame, once framed for good (its rows released)
@@ -158,7 +155,11 @@ class StepRecords:
         """One row (a StepRow: its fields by name, never a bare tuple)."""
         if type(row) is not StepRow:
             raise TypeError(f"a step row is a StepRow ({', '.join(STEP_COLUMNS)}), got {type(row).__name__}")
-        self._rows.extend(row)  # (the kernels' path, not the engine's: add_row packs)
+        if self._off == self._cap:  # (the kernels' path, not the engine's: add_row packs)
+            self._grow()
+        at = self._off // 8  # (its values converted as array.extend did before rows were packed in place)
+        self._rows[at:at + len(STEP_COLUMNS)] = array.array("d", row)
+        self._off += _ROW.size
 
     def add(self, *, start_s: float, duration_s: float, engine: int, mode: float, steps: int, agg,
             kv_used_tokens: float, waiting: int, switch_s: float) -> None:
@@ -169,12 +170,21 @@ class StepRecords:
                 switch_s) -> None:
         """`add` with its arguments in StepRow's order (the engine core's path, once per step: a keyword call
         binds ~9 names more slowly)."""
-        self._rows.frombytes(_ROW.pack(start_s, duration_s, engine, mode, steps, agg.prefill_tokens, agg.prefill_seqs,
-                                       agg.prefill_pairs, agg.prefill_kv_tokens, agg.decode_seqs, agg.decode_kv_tokens,
-                                       kv_used_tokens, waiting, switch_s))
+        off = self._off
+        if off == self._cap:
+            self._grow()
+        _ROW.pack_into(self._rows, off, start_s, duration_s, engine, mode, steps, agg.prefill_tokens, agg.prefill_seqs,
+                       agg.prefill_pairs, agg.prefill_kv_tokens, agg.decode_seqs, agg.decode_kv_tokens, kv_used_tokens,
+                       waiting, switch_s)
+        self._off = off + _ROW.size
+
+    def _grow(self) -> None:
+        """Room for _GROW's rows more (framed for good: raises, _Released)."""
+        self._rows.frombytes(_GROW)
+        self._cap += len(_GROW)
 
     def __len__(self) -> int:
-        return len(self._rows) // len(STEP_COLUMNS)
+        return self._off // _ROW.size
 
     def frame(self, final: bool = False) -> pd.DataFrame:
         """The rows as a DataFrame. `final` (the run ended): the rows are released once framed (~235 MB at the
@@ -182,16 +192,22 @@ class StepRecords:
         same frame (a copy-on-write copy: a caller's changes stay its own); adding rows then raises."""
         if self._final is not None:
             return self._final.copy(deep=False)
-        rows = np.frombuffer(self._rows, dtype=float).reshape(-1, len(STEP_COLUMNS)) if len(self._rows) \
-            else np.zeros((0, len(STEP_COLUMNS)))
-        # (the constructor copies each column itself: a .copy() here held a second copy of every row at the
-        # peak, ~235 MB for the 2.1M rows of a 1M-request run at half load; issue 36's 1 GB bound)
-        df = pd.DataFrame({str(c): rows[:, i] for i, c in enumerate(STEP_COLUMNS)})
+        rows = np.frombuffer(self._rows, dtype=float, count=self._off // 8).reshape(-1, len(STEP_COLUMNS)) \
+            if self._off else np.zeros((0, len(STEP_COLUMNS)))
+        # the frame's one float block is the rows transposed (columns x rows), filled 65,536 rows at a time so each
+        # piece's reads and writes stay in cache: a frame built from the columns' strided views gathered each and then
+        # stacked them, ~0.9 s at the 2.1M rows of a 1M-request run at half load (issue 36); the same values. At the
+        # peak the rows and one copy, ~235 MB each there (issue 36's 1 GB bound)
+        block = np.empty((len(STEP_COLUMNS), len(rows)))
+        for i in range(0, len(rows), 65536):
+            block[:, i:i + 65536] = rows[i:i + 65536].T
+        df = pd.DataFrame(block.T, columns=[str(c) for c in STEP_COLUMNS], copy=False)
+        del rows, block  # (the frame holds the block)
         df["engine"] = df["engine"].astype(np.int64)
         df["steps"] = df["steps"].astype(np.int64)
         df["mode"] = pd.Categorical.from_codes(df["mode"].astype(int), categories=self.modes) \
             if self.modes else pd.Categorical([])
         if final:
-            self._final, self._rows = df, _Released(len(self._rows))
+            self._final, self._rows, self._cap = df, _Released(), self._off  # (a row more: _grow raises)
             return df.copy(deep=False)
         return df
