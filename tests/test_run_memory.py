@@ -97,3 +97,18 @@ def test_step_rows_packed_in_place_frame_as_added_across_the_arrays_growth():
     add(20000)  # rows after a frame, two growths more
     assert len(recs) == 29000
     pd.testing.assert_frame_equal(recs.frame(final=True), frame_of(expected), check_exact=True)
+
+
+def test_a_steps_file_that_fails_in_its_thread_fails_the_run_files_and_leaves_no_summary(r, tmp_path):
+    """write_run writes steps.parquet in a thread beside requests.parquet (issue 36): the thread's error reaches the
+    caller, and summary.json (the mark of a complete run folder) is not written, nor a temporary file left."""
+    import pyarrow as pa
+
+    from simulator.results.files import write_run
+
+    bad = r.steps.copy()
+    bad["waiting"] = pd.Series([1, "two"] * (len(bad) // 2) + [3] * (len(bad) % 2), dtype=object)  # (not one type)
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
+        write_run(tmp_path, r.summary, r.requests, bad)
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "steps.parquet").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["requests.parquet"]  # (no temporary file left)

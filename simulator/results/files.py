@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import tempfile
 from pathlib import Path
@@ -166,6 +167,11 @@ def to_parquet(df, path, chunk_rows: int = 262_144, dictionary_floats: bool = Tr
             w.write_table(pa.Table.from_pandas(df.iloc[i:i + chunk_rows], schema=first.schema, preserve_index=False))
 
 
+def _write_parquet(path: Path, df, dictionary_floats: bool) -> None:
+    with atomic_path(path) as tmp:
+        to_parquet(df, tmp, dictionary_floats=dictionary_floats)
+
+
 def write_run(out_dir, summary: dict, requests, steps, window_s: float = 10.0) -> list[Path]:
     """One run's result files in `out_dir` (created if needed), each written atomically, summary last;
     the paths written (RUN_FILES)."""
@@ -175,10 +181,12 @@ def write_run(out_dir, summary: dict, requests, steps, window_s: float = 10.0) -
     out_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):  # a rerun into the same folder: no stale "complete" mark
         (out_dir / "summary.json").unlink()
-    with atomic_path(out_dir / "requests.parquet") as tmp:
-        to_parquet(requests, tmp, dictionary_floats=False)  # (its times: distinct floats)
-    with atomic_path(out_dir / "steps.parquet") as tmp:
-        to_parquet(steps, tmp)
+    # the two parquet files at once, steps' in a thread: pyarrow converts and encodes without the GIL, and each
+    # thread reads its own frame only (1M requests at half load: 0.4 + 0.9 s one after the other; issue 36)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        steps_written = pool.submit(_write_parquet, out_dir / "steps.parquet", steps, True)
+        _write_parquet(out_dir / "requests.parquet", requests, False)  # (its times: distinct floats)
+        steps_written.result()  # (the thread's error, if any, raised here)
     with atomic_path(out_dir / "timeseries.csv") as tmp:
         time_series(requests, steps, window_s).to_csv(tmp)
     with atomic_path(out_dir / "summary.json") as tmp:
