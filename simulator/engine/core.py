@@ -96,9 +96,12 @@ class EngineCore:
         self.outstanding_tokens -= self.total_tokens[pos]
         self.outstanding_requests -= 1
 
-    def complete(self, pos: int, generated) -> None:  # (untyped: numpy ints from engine kinds' records)
-        """Request `pos` ends here now with `generated` tokens (finish hooks: `report`)."""
-        now, recs = self.env.now, self.recs
+    def complete(self, pos: int, generated, now: float = -1.0) -> None:  # (untyped: numpy ints from records)
+        """Request `pos` ends here now (`now`: the caller's clock, else simpy's) with `generated` tokens (finish
+        hooks: `report`)."""
+        recs = self.recs
+        if now < 0.0:
+            now = self.env.now
         self.finish_s[pos] = now
         if self.finish_s is not recs.finish_s and generated >= recs.output_tokens[pos]:
             recs.finish_s[pos] = now  # (a prefill instance's request with nothing left to decode ends here)
