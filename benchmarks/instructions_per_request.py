@@ -10,8 +10,8 @@ request (1.09x fewer) with the bit-identical cuts of that day (docs/simulator.md
 356.0k; then 242.0k -> 242.4k at 2k / 10k for the attention-DP balance's split of Engine.begin_step; later that day
 (2k / 6k) 262.0k -> 237.3k at 300 req/s and 351.3k -> 319.7k at 108 for stretches cut without simpy's interrupt and
 an open loop fed to the tokenizer without an event per arrival (docs/simulator.md, "Events, not lines"); 2026-12-03
-(the compiled build, OPENBLAS_NUM_THREADS=1 in the child: repeats agree to 0.001%) 164.9k -> 148.1k at 108 req/s
-(docs/simulator.md, "Fewer generic calls").
+(the compiled build, OPENBLAS_NUM_THREADS=1 in the child: repeats agree to 0.001%) 164.9k -> 145.9k at 108 req/s,
+125.8k -> 113.7k at 300, 95.9k -> 86.3k at 861 (docs/simulator.md, "Fewer generic calls").
 
     python benchmarks/instructions_per_request.py [--rate 300] [--n 2000 6000] [--tree DIR ...]
 """
