@@ -28,7 +28,7 @@ from .kv import KVBlocks
 from .prefix import PrefixCache
 from .runner import Runner
 from .scheduler import Schedule, Waiting, schedule
-from .stretch import Stretch, delay_toward, steps_until
+from .stretch import Stretch, steps_until
 
 _NEW: Final = tuple.__new__  # (a NamedTuple built without its __new__ call: scheduler.Schedule's note)
 
@@ -210,8 +210,10 @@ class Engine(EngineCore):
                     self._queue_blocked = self._blocks_tail()
                     self._stretch = st
                     yield env.timeout(st.duration_s())  # (cut_stretch may move this wait onto an earlier timeout)
-                    while st.end_s is not None and env.now < st.end_s:  # (stretch.sleep_stretch's second wait)
-                        yield env.timeout(delay_toward(env.now, st.end_s))
+                    more = st.wait_s(env.now)
+                    while more > 0.0:
+                        yield env.timeout(more)
+                        more = st.wait_s(env.now)
                     st.live = False
                     k = st.ran
                 else:

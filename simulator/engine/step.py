@@ -61,12 +61,12 @@ def begin(batch: RunningBatch, waiting, recs, s: Schedule, now: float, cache=Non
             batch.append(pos, prompt, adm.output, 0, adm.generated)
 
 
-def _sums(grants, contexts) -> tuple[int, int, int, int, int, int]:  # (typed: unboxed, and float() of each a
-    # primitive, not a call)
+def _sums(grants, contexts) -> tuple[int, int, int, int, int, int]:
     """(prefill tokens, prefill seqs, causal pairs, prefill keys, decode seqs, decode keys) as exact
     integers, of requests computing `grants` tokens after `contexts` cached ones. A 1-token step after
     a non-empty context costs as a decode (perfmodel.batch), though here it may be the last prefill
-    chunk: it may sample the first token or (output 0) none."""
+    chunk: it may sample the first token or (output 0) none. (Typed: compiled, the six come back unboxed and
+    float() of each is a primitive, not a call.)"""
     pt = ps = pairs = pkv = dn = dkv = 0
     for g, c in zip(grants, contexts):
         if g == 1 and c > 0:

@@ -52,6 +52,12 @@ class Stretch:
     def duration_s(self, steps: int | None = None) -> float:
         return decode_stretch_s(self.c0, self.c1, self.k0, self.n, self.steps if steps is None else steps)
 
+    def wait_s(self, now: float) -> float:
+        """After the stretch's timeout fired at `now`: 0, or the delay still toward the boundary a cut moved its
+        end to (the cut's delay stopped short of it: delay_toward), for a wait once more."""
+        end = self.end_s
+        return delay_toward(now, end) if end is not None and now < end else 0.0
+
 
 def steps_until(now: float, start: float, c0, c1, k0, n, at_boundary: bool) -> tuple:
     """(steps, their end) of the stretch (start, c0, c1, k0, n) that end before the step in progress at `now`,
@@ -85,9 +91,10 @@ def sleep_stretch(env, st: Stretch, dur: float):
     """Sleep through the stretch `st` lasting `dur`, or to the boundary `cut_stretch` moved its end to.
     Returns a StretchEnd (steps run, duration)."""
     yield env.timeout(dur)  # (cut_stretch may move this wait onto an earlier timeout)
-    end = st.end_s
-    while end is not None and env.now < end:  # the cut's delay stopped short of its boundary: once more
-        yield env.timeout(delay_toward(env.now, end))
+    more = st.wait_s(env.now)
+    while more > 0.0:
+        yield env.timeout(more)
+        more = st.wait_s(env.now)
     st.live = False
     return tuple.__new__(StretchEnd, (st.ran, env.now - st.start_s))  # (scheduler.Schedule's note)
 

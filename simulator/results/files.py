@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa  # (pandas' parquet engine; pandas has loaded pyarrow already, its parquet module adds ~8 ms)

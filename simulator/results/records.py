@@ -45,6 +45,7 @@ _ROW: Final = struct.Struct(f"@{len(STEP_COLUMNS)}d")
 # (Struct.pack_into): packing a bytes object and appending it (frombytes) cost a call and a copy more a row, ~1k
 # instructions, 1% of a replay at half load
 _GROW: Final = bytes(_ROW.size * 8192)
+_VALUE_BYTES: Final = _ROW.size // len(STEP_COLUMNS)  # (one double)
 
 
 def step_row(*, start_s: float, duration_s: float, engine: int, mode: float, steps: int, agg,
@@ -157,7 +158,7 @@ class StepRecords:
             raise TypeError(f"a step row is a StepRow ({', '.join(STEP_COLUMNS)}), got {type(row).__name__}")
         if self._off == self._cap:  # (the kernels' path, not the engine's: add_row packs)
             self._grow()
-        at = self._off // 8  # (its values converted as array.extend did before rows were packed in place)
+        at = self._off // _VALUE_BYTES  # (its values converted as array.extend did, before rows were packed)
         self._rows[at:at + len(STEP_COLUMNS)] = array.array("d", row)
         self._off += _ROW.size
 
@@ -192,8 +193,9 @@ class StepRecords:
         same frame (a copy-on-write copy: a caller's changes stay its own); adding rows then raises."""
         if self._final is not None:
             return self._final.copy(deep=False)
-        rows = np.frombuffer(self._rows, dtype=float, count=self._off // 8).reshape(-1, len(STEP_COLUMNS)) \
-            if self._off else np.zeros((0, len(STEP_COLUMNS)))
+        n = self._off // _VALUE_BYTES  # (values written; the array's room past them holds zeros)
+        rows = np.frombuffer(self._rows, dtype=float, count=n).reshape(-1, len(STEP_COLUMNS)) if n \
+            else np.zeros((0, len(STEP_COLUMNS)))
         # the frame's one float block is the rows transposed (columns x rows), filled 65,536 rows at a time so each
         # piece's reads and writes stay in cache: a frame built from the columns' strided views gathered each and then
         # stacked them, ~0.9 s at the 2.1M rows of a 1M-request run at half load (issue 36); the same values. At the
